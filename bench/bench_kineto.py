@@ -1,0 +1,214 @@
+"""Benchmark: Kineto (PyTorch profiler) JSON ingest time and peak memory, tracekit vs HTA.
+
+Generates a synthetic Kineto trace with a realistic event mix (cpu_op, python_function, cuda_runtime,
+cuda_driver, kernel, memcpy/memset, ac2g flows, [memory] instants, ProfilerStep annotations) in a temp
+dir, then loads it in a fresh subprocess per tool and reports wall time and peak RSS
+(``getrusage(RUSAGE_CHILDREN).ru_maxrss``) beside the JSON size. HTA runs only when ``hta`` is
+importable; it is never a dependency of tracekit.
+
+    python bench/bench_kineto.py                 # ~1 GB trace (takes minutes, needs ~4 GB RAM)
+    python bench/bench_kineto.py --events 200000 # quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import importlib.util
+import json
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TextIO
+
+KERNEL_NAMES = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+    "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off",
+    "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+    "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)",
+    "void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t>, "
+    "false, false, false, false, true, true, false>(Flash_fwd_params)",
+    "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+    "triton_poi_fused_add_mul_rsqrt_0",
+)
+CPU_OPS = ("aten::add", "aten::mm", "aten::_softmax", "aten::copy_", "aten::empty", "aten::linear")
+BYTES_PER_EVENT_ESTIMATE = 227
+
+
+def write_trace(out: TextIO, n_events: int, seed: int = 0) -> int:
+    """Write a Kineto trace of about ``n_events`` events to ``out``; return the number written.
+
+    One launch group is a python_function, a cpu_op, a [memory] instant, a runtime (or driver)
+    launch, its ac2g flow pair and the kernel/memcpy/memset it launches (about 230 bytes an event,
+    as in real traces); every 500 groups form a ProfilerStep with a CPU annotation and its
+    gpu_user_annotation mirror.
+    """
+    rng = random.Random(seed)
+    pid, tid, base_ns = 4242, 4242, 1_700_000_000_000_000_000
+    head = {
+        "schemaVersion": 1,
+        "deviceProperties": [
+            {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85018279936, "computeMajor": 9,
+             "computeMinor": 0, "numSms": 132, "regsPerBlock": 65536, "sharedMemPerBlock": 49152}
+        ],
+        "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
+        "cuda_runtime_version": 12040,
+        "displayTimeUnit": "ms",
+        "baseTimeNanoseconds": base_ns,
+    }
+    out.write(json.dumps(head)[:-1] + ', "traceEvents": [\n')
+    out.write(json.dumps({"name": "process_name", "ph": "M", "ts": 0, "pid": pid, "tid": 0,
+                          "args": {"name": "python3"}}))
+    written, cpu_ts, gpu_ts, corr, ext, step = 1, 1_000_000.0, 1_000_050.0, 1, 1, 0
+    step_cpu_ts, step_gpu_ts = cpu_ts, gpu_ts
+    group_events, step_groups = 7, 500
+    while written + group_events + 2 <= n_events:
+        if corr % step_groups == 0:
+            out.write(
+                f',\n{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{step}", "pid": {pid}, '
+                f'"tid": {tid}, "ts": {step_cpu_ts:.3f}, "dur": {cpu_ts - step_cpu_ts:.3f}, '
+                f'"args": {{"External id": {ext}}}}}'
+                f',\n{{"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#{step}", "pid": 0, '
+                f'"tid": 7, "ts": {step_gpu_ts:.3f}, "dur": {gpu_ts - step_gpu_ts:.3f}, '
+                f'"args": {{"External id": {ext}}}}}'
+            )
+            step, ext, written = step + 1, ext + 1, written + 2
+            step_cpu_ts, step_gpu_ts = cpu_ts, gpu_ts
+        op = rng.choice(CPU_OPS)
+        op_dur = rng.uniform(5, 60)
+        launch_ts = cpu_ts + op_dur * 0.5
+        kind = rng.random()
+        gpu_dur = rng.uniform(1, 80)
+        gpu_ts = max(gpu_ts, launch_ts + 5) + rng.uniform(0, 3)
+        out.write(
+            f',\n{{"ph": "X", "cat": "python_function", "name": "model.py({100 + corr % 50}): forward", '
+            f'"pid": {pid}, "tid": {tid}, "ts": {cpu_ts - 1:.3f}, "dur": {op_dur + 2:.3f}, '
+            f'"args": {{"Python parent id": {corr}, "Python id": {corr + 1}, "Ev Idx": {ext}}}}}'
+            f',\n{{"ph": "X", "cat": "cpu_op", "name": "{op}", "pid": {pid}, "tid": {tid}, '
+            f'"ts": {cpu_ts:.3f}, "dur": {op_dur:.3f}, "args": {{"External id": {ext}, '
+            f'"Record function id": 0, "Input Dims": [[4096, 4096], [4096, 4096]], '
+            f'"Input type": ["c10::BFloat16", "c10::BFloat16"], "Ev Idx": {ext}}}}}'
+            f',\n{{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": {pid}, '
+            f'"tid": {tid}, "ts": {cpu_ts + 1:.3f}, "args": {{"Total Reserved": 2629828608, '
+            f'"Total Allocated": 1003059712, "Bytes": 18317312, "Device Id": 0, "Device Type": 1}}}}'
+        )
+        if kind < 0.85:
+            cat, name, api_cat, api = "kernel", rng.choice(KERNEL_NAMES), "cuda_runtime", "cudaLaunchKernel"
+            if kind < 0.2:
+                api_cat, api = "cuda_driver", "cuLaunchKernelEx"
+            extra = (
+                f'"registers per thread": 32, "shared memory": 0, "blocks per SM": 1.5, '
+                f'"warps per SM": 6.0, "grid": [{rng.randint(1, 4096)}, 1, 1], "block": [128, 1, 1], '
+                f'"est. achieved occupancy %": 9'
+            )
+        elif kind < 0.95:
+            cat, name, api_cat, api = "gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", "cuda_runtime", \
+                "cudaMemcpyAsync"
+            extra = f'"bytes": {rng.randint(4, 1 << 24)}, "memory bandwidth (GB/s)": 20.5'
+        else:
+            cat, name, api_cat, api = "gpu_memset", "Memset (Device)", "cuda_runtime", "cudaMemsetAsync"
+            extra = f'"bytes": {rng.randint(4, 1 << 20)}, "memory bandwidth (GB/s)": 100.25'
+        out.write(
+            f',\n{{"ph": "X", "cat": "{api_cat}", "name": "{api}", "pid": {pid}, "tid": {tid}, '
+            f'"ts": {launch_ts:.3f}, "dur": 4.125, "args": {{"External id": {ext}, "cbid": 211, '
+            f'"correlation": {corr}}}}}'
+            f',\n{{"ph": "s", "id": {corr}, "pid": {pid}, "tid": {tid}, "ts": {launch_ts:.3f}, '
+            f'"cat": "ac2g", "name": "ac2g"}}'
+            f',\n{{"ph": "f", "id": {corr}, "pid": 0, "tid": 7, "ts": {gpu_ts:.3f}, "cat": "ac2g", '
+            f'"name": "ac2g", "bp": "e"}}'
+            f',\n{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": 0, "tid": 7, "ts": {gpu_ts:.3f}, '
+            f'"dur": {gpu_dur:.3f}, "args": {{"External id": {ext}, "queued": 0, "device": 0, '
+            f'"context": 1, "stream": 7, "correlation": {corr}, {extra}}}}}'
+        )
+        written += group_events
+        gpu_ts += gpu_dur
+        cpu_ts += op_dur + rng.uniform(1, 10)
+        corr, ext = corr + 1, ext + 1
+    out.write("\n]}\n")
+    return written
+
+
+def generate(path: Path, n_events: int) -> int:
+    """Write the synthetic trace to ``path`` (gzip when it ends in .gz); return its event count."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "wt", encoding="utf-8") as out:
+        return write_trace(out, n_events)
+
+
+TRACEKIT_CHILD = """
+import sys, time, duckdb
+from pathlib import Path
+from tracekit.parsers import schema
+from tracekit.parsers.kineto import read_kineto
+con = duckdb.connect()
+schema.create_tables(con)
+t0 = time.perf_counter()
+read_kineto(Path(sys.argv[1]), con)
+elapsed_s = time.perf_counter() - t0
+rows = sum(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in schema.EVENT_TABLES)
+print(f"{elapsed_s:.3f} {rows}")
+"""
+
+HTA_CHILD = """
+import sys, time
+t0 = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+TraceAnalysis(trace_dir=sys.argv[1])
+print(f"{time.perf_counter() - t0:.3f} -")
+"""
+
+
+def measure(code: str, arg: str) -> tuple[float, str, int]:
+    """Run ``code`` in a fresh interpreter; return (its reported seconds, detail, peak RSS in bytes)."""
+    before_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    proc = subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True, check=False)
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if proc.returncode != 0:
+        raise RuntimeError(f"child failed: {proc.stderr.strip().splitlines()[-1:]}")
+    seconds, detail = proc.stdout.split()
+    # ru_maxrss of children is the max over all waited-for children: a smaller later child
+    # reports the earlier peak, so each tool is measured before the larger one (tracekit first).
+    if peak_kib == before_kib:
+        print("  (note: peak RSS equals an earlier child's; figure is an upper bound)")
+    return float(seconds), detail, peak_kib * 1024
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Generate the trace, then report tracekit's (and HTA's, if installed) ingest time and peak RSS."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000_000 // BYTES_PER_EVENT_ESTIMATE,
+                        help="number of trace events (default: about 1 GB of JSON)")
+    parser.add_argument("--gzip", action="store_true", help="write the trace as .json.gz")
+    parser.add_argument("--keep", type=Path, help="write the trace into this folder and keep it")
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / ("synthetic.pt.trace.json" + (".gz" if args.gzip else ""))
+        t0 = time.perf_counter()
+        n = generate(path, args.events)
+        json_bytes = path.stat().st_size
+        if args.gzip:
+            with gzip.open(path, "rb") as g:
+                json_bytes = sum(len(chunk) for chunk in iter(lambda: g.read(1 << 24), b""))
+        print(f"generated {n:,} events, {json_bytes / 1e6:,.1f} MB of JSON "
+              f"({path.stat().st_size / 1e6:,.1f} MB on disk) in {time.perf_counter() - t0:.1f} s")
+
+        seconds, rows, peak = measure(TRACEKIT_CHILD, str(path))
+        print(f"tracekit: {seconds:.2f} s, peak RSS {peak / 1e6:,.0f} MB = {peak / json_bytes:.2f}x JSON, "
+              f"{int(rows):,} rows")
+        if importlib.util.find_spec("hta") is None:
+            print("hta: not installed in this environment, skipped (pip install HolisticTraceAnalysis)")
+            return
+        seconds, _, peak = measure(HTA_CHILD, str(folder))
+        print(f"hta: {seconds:.2f} s, peak RSS {peak / 1e6:,.0f} MB = {peak / json_bytes:.2f}x JSON")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Kernel classes and their per-config budgets from the floor model."""

@@ -1,0 +1,99 @@
+"""Kernel classes: ordered regex rules (first match wins) from ``classes.toml``.
+
+Rules are applied to the distinct kernel names only, then joined back, so classifying millions of
+kernels costs as much as classifying a few hundred names. Time matching no rule stays visible as
+class ``other``; memory operations are the classes ``memcpy`` and ``memset``.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+import duckdb
+import polars as pl
+
+OTHER = "other"
+MEMORY_CLASSES = ("memcpy", "memset")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Kernels whose name matches ``pattern`` belong to ``cls``."""
+
+    cls: str
+    pattern: re.Pattern[str]
+
+
+@dataclass(frozen=True)
+class ClassRules:
+    """The ordered rules, each class's floor parts, and which classes are communication."""
+
+    rules: tuple[Rule, ...]
+    floor_parts: dict[str, tuple[str, ...]]
+    communication: frozenset[str]
+
+    def classify(self, name: str) -> str:
+        for rule in self.rules:
+            if rule.pattern.search(name):
+                return rule.cls
+        return OTHER
+
+
+def _parse(doc: dict) -> tuple[list[Rule], dict[str, tuple[str, ...]], frozenset[str]]:
+    rules = [Rule(r["class"], re.compile(r["pattern"], re.IGNORECASE)) for r in doc.get("rule", [])]
+    floor = {k: tuple(v) for k, v in doc.get("floor", {}).items()}
+    comm = frozenset(doc.get("kinds", {}).get("communication", []))
+    return rules, floor, comm
+
+
+@lru_cache(maxsize=8)
+def load_rules(config: str | None = None) -> ClassRules:
+    """The default rules, preceded by ``rules/<config>.toml`` when such a file exists."""
+    base = resources.files("tracekit.budgets")
+    rules, floor, comm = _parse(tomllib.loads((base / "classes.toml").read_text(encoding="utf-8")))
+    if config:
+        extra_file = base / "rules" / f"{config}.toml"
+        if extra_file.is_file():
+            extra_rules, extra_floor, extra_comm = _parse(tomllib.loads(extra_file.read_text(encoding="utf-8")))
+            rules = extra_rules + rules
+            floor = {**floor, **extra_floor}
+            comm = comm | extra_comm
+    return ClassRules(tuple(rules), floor, comm)
+
+
+def class_table(names: Iterable[str], rules: ClassRules) -> pl.DataFrame:
+    """A (name, class) frame for the given distinct kernel names."""
+    distinct = sorted(set(names))
+    return pl.DataFrame({"name": distinct, "class": [rules.classify(n) for n in distinct]},
+                        schema={"name": pl.String, "class": pl.String})
+
+
+def register_classes(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> None:
+    """Create the temp view ``kernel_class(name, class)`` over the store's distinct kernel names."""
+    names = [r[0] for r in con.execute("SELECT DISTINCT name FROM kernels").fetchall()]
+    frame = class_table(names, rules)  # noqa: F841 - read by DuckDB's replacement scan below
+    con.execute("CREATE OR REPLACE TEMP TABLE kernel_class AS SELECT * FROM frame")
+
+
+def class_summary(con: duckdb.DuckDBPyConnection, config: str | None = None) -> pl.DataFrame:
+    """Time per class over the whole store: instances, total, share, distinct kernels (memops included)."""
+    rules = load_rules(config)
+    register_classes(con, rules)
+    frame = con.execute("""
+        WITH ops AS (
+            SELECT c.class, k.name, k.dur_ns FROM kernels k JOIN kernel_class c USING (name)
+            UNION ALL
+            SELECT m.kind AS class, m.kind AS name, m.dur_ns FROM memops m
+        )
+        SELECT class, count(*) AS instances, sum(dur_ns) AS total_ns,
+               round(100.0 * sum(dur_ns) / sum(sum(dur_ns)) OVER (), 1) AS time_pct,
+               count(DISTINCT name) AS kernels
+        FROM ops GROUP BY class ORDER BY total_ns DESC, class
+    """).pl()
+    comm = rules.communication
+    return frame.with_columns(pl.col("class").is_in(list(comm)).alias("communication"))

@@ -1,0 +1,73 @@
+"""The trace store's tables: the contract every reader writes and every analysis reads.
+
+One DuckDB database per input file. Times are int64 nanoseconds on the capture's own timeline;
+units are in column names. Every event table has a ``rank`` column so that the stores of many files
+(one per rank) can be read as one (see ``tracekit.store``). Documented in ``docs/schema.md``.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+STORE_SCHEMA_VERSION = 1
+
+TABLES: dict[str, str] = {
+    # One row per input file.
+    "trace_info": """
+        rank INTEGER, source_path VARCHAR, source_format VARCHAR, format_version VARCHAR,
+        product_version VARCHAR, capture_command VARCHAR, start_ns BIGINT, end_ns BIGINT
+    """,
+    # Free-form key/value metadata copied from the input (export metadata, distributedInfo, ...).
+    "trace_meta": "rank INTEGER, key VARCHAR, value VARCHAR",
+    # What the reader could not read or chose to skip: one row per kind of problem.
+    "read_notes": "rank INTEGER, kind VARCHAR, count BIGINT, detail VARCHAR",
+    "devices": """
+        rank INTEGER, device_id INTEGER, name VARCHAR, sm_count INTEGER, memory_bytes BIGINT,
+        mem_bw_bytes_per_s DOUBLE, compute_major INTEGER, compute_minor INTEGER, vendor VARCHAR
+    """,
+    "processes": "rank INTEGER, pid BIGINT, name VARCHAR",
+    "threads": "rank INTEGER, pid BIGINT, tid BIGINT, name VARCHAR",
+    # GPU kernels. (rank, pid, correlation_id) joins a kernel to its launch in api_calls.
+    "kernels": """
+        rank INTEGER, pid BIGINT, device_id INTEGER, stream_id BIGINT, start_ns BIGINT, end_ns BIGINT,
+        dur_ns BIGINT, name VARCHAR, short_name VARCHAR, correlation_id BIGINT,
+        grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, block_y INTEGER, block_z INTEGER,
+        graph_id BIGINT, graph_node_id BIGINT
+    """,
+    # memcpy and memset on the GPU. kind: 'memcpy' | 'memset'; copy_kind: 'HtoD', 'DtoH', 'DtoD', ...
+    "memops": """
+        rank INTEGER, pid BIGINT, device_id INTEGER, stream_id BIGINT, start_ns BIGINT, end_ns BIGINT,
+        dur_ns BIGINT, kind VARCHAR, copy_kind VARCHAR, bytes BIGINT, correlation_id BIGINT,
+        graph_node_id BIGINT
+    """,
+    # Host API calls (CUDA/HIP runtime and driver). api: 'runtime' | 'driver'.
+    # name is the display name (nsys strips a 4-character _vNNNN suffix); raw_name as recorded.
+    # is_duplicate marks backtrace duplicate rows of old nsys exports: kept for nsys-compatible sums,
+    # excluded from every analysis.
+    "api_calls": """
+        rank INTEGER, pid BIGINT, tid BIGINT, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT,
+        name VARCHAR, raw_name VARCHAR, api VARCHAR, correlation_id BIGINT, is_duplicate BOOLEAN
+    """,
+    # Host-side ranges: NVTX push/pop and start/end ranges, Kineto user annotations and cpu ops.
+    # source: 'nvtx' | 'user_annotation' | 'gpu_user_annotation' | 'cpu_op' | 'python_function'.
+    # style: 'PushPop' | 'StartEnd'. end_ns is NULL for a range that never ended.
+    # device_id/stream_id are set for GPU-side annotations only.
+    "ranges": """
+        rank INTEGER, pid BIGINT, tid BIGINT, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT,
+        name VARCHAR, domain VARCHAR, source VARCHAR, style VARCHAR, end_tid BIGINT,
+        device_id INTEGER, stream_id BIGINT
+    """,
+}
+
+EVENT_TABLES = ("kernels", "memops", "api_calls", "ranges")
+
+
+def create_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Create every store table, empty, in ``con``."""
+    for name, columns in TABLES.items():
+        con.execute(f"CREATE TABLE {name} ({columns})")
+
+
+def column_names(table: str) -> list[str]:
+    """The column names of a store table, in order."""
+    return [part.split()[0] for part in TABLES[table].split(",")]

@@ -1,0 +1,132 @@
+"""`tracekit info`: what a capture holds and what it cannot tell (capture caveats)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import polars as pl
+
+from tracekit.output import Document, Table
+from tracekit.store import Store
+
+GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
+
+
+@dataclass(frozen=True)
+class Caveat:
+    """A property of the capture that limits what an analysis can conclude."""
+
+    kind: str
+    rank: int
+    text: str
+
+
+def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> pl.DataFrame:
+    return con.execute(sql, params or []).pl()
+
+
+def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
+    """Caveats per rank: whole-graph capture, no NVTX/annotations, unmatched launches, reader notes."""
+    caveats: list[Caveat] = []
+    graph_sql = """
+        WITH g AS (
+            SELECT a.rank, a.pid, a.correlation_id FROM api_calls a
+            WHERE NOT a.is_duplicate AND regexp_replace(a.name, '_v[0-9]+$', '') IN (SELECT unnest(?))
+        )
+        SELECT g.rank, count(*) AS launches, count(k.correlation_id) AS kernels
+        FROM g LEFT JOIN kernels k
+          ON k.rank = g.rank AND k.pid = g.pid AND k.correlation_id = g.correlation_id
+        GROUP BY g.rank ORDER BY g.rank
+    """
+    for rank, launches, kernels in con.execute(graph_sql, [list(GRAPH_LAUNCH_NAMES)]).fetchall():
+        if kernels == 0:
+            caveats.append(Caveat("graph_whole", rank, f"rank {rank}: {launches} CUDA/HIP graph launches but no "
+                                  "kernels traced inside them (graphs captured whole; re-capture with "
+                                  "nsys --cuda-graph-trace=node)"))
+        else:
+            caveats.append(Caveat("graph_nodes", rank, f"rank {rank}: {launches} graph launches carry {kernels} "
+                                  "kernels (traced per node)"))
+    no_ranges = con.execute("""
+        SELECT t.rank FROM trace_info t
+        WHERE NOT EXISTS (SELECT 1 FROM ranges r WHERE r.rank = t.rank AND r.source IN
+                          ('nvtx', 'user_annotation', 'gpu_user_annotation'))
+        ORDER BY t.rank
+    """).fetchall()
+    for (rank,) in no_ranges:
+        caveats.append(Caveat("no_ranges", rank, f"rank {rank}: no NVTX ranges or user annotations "
+                              "(no step markers or phase names)"))
+    unmatched = con.execute("""
+        SELECT k.rank, count(*) FROM kernels k ANTI JOIN
+            (SELECT rank, pid, correlation_id FROM api_calls WHERE NOT is_duplicate) a
+            ON k.rank = a.rank AND k.pid = a.pid AND k.correlation_id = a.correlation_id
+        GROUP BY k.rank ORDER BY k.rank
+    """).fetchall()
+    for rank, n in unmatched:
+        caveats.append(Caveat("unmatched_launch", rank, f"rank {rank}: {n} kernels without their launch call in "
+                              "the capture (launched before it began, or API tracing off)"))
+    for rank, kind, count, detail in con.execute(
+        "SELECT rank, kind, count, detail FROM read_notes ORDER BY rank, kind"
+    ).fetchall():
+        if kind == "unmatched_launch":
+            continue  # counted above from the tables themselves
+        caveats.append(Caveat(kind, rank, f"rank {rank}: {kind}: {count} ({detail})" if detail
+                              else f"rank {rank}: {kind}: {count}"))
+    return caveats
+
+
+def info_document(store: Store) -> Document:
+    """Every section of `tracekit info` for an open store."""
+    con = store.con
+    files = pl.DataFrame(
+        {"rank": [f.rank for f in store.files], "file": [str(f.source) for f in store.files],
+         "cached": [f.reused for f in store.files]}
+    )
+    traces = _frame(con, """
+        SELECT rank, source_format AS format, format_version, product_version,
+               start_ns, end_ns, end_ns - start_ns AS span_ns
+        FROM trace_info ORDER BY rank
+    """)
+    files = files.join(traces, on="rank", how="left")
+    devices = _frame(con, """
+        SELECT rank, device_id, name, sm_count, memory_bytes, compute_major, compute_minor
+        FROM devices ORDER BY rank, device_id
+    """)
+    processes = _frame(con, """
+        SELECT p.rank, p.pid, p.name, (SELECT count(*) FROM threads t WHERE t.rank = p.rank AND t.pid = p.pid)
+               AS threads
+        FROM processes p ORDER BY p.rank, p.pid
+    """)
+    streams = _frame(con, """
+        SELECT rank, device_id, stream_id, count(*) AS kernels, sum(dur_ns) AS kernel_ns,
+               min(start_ns) AS first_ns, max(end_ns) AS last_ns
+        FROM kernels GROUP BY ALL ORDER BY rank, device_id, stream_id
+    """)
+    counts = _frame(con, """
+        SELECT t.rank,
+          (SELECT count(*) FROM kernels k WHERE k.rank = t.rank) AS kernels,
+          (SELECT count(*) FROM memops m WHERE m.rank = t.rank) AS memops,
+          (SELECT count(*) FROM api_calls a WHERE a.rank = t.rank AND NOT a.is_duplicate) AS api_calls,
+          (SELECT count(*) FROM ranges r WHERE r.rank = t.rank) AS ranges
+        FROM trace_info t ORDER BY t.rank
+    """)
+    domains = _frame(con, """
+        SELECT rank, source, coalesce(domain, '(default)') AS domain, count(*) AS ranges
+        FROM ranges GROUP BY ALL ORDER BY rank, source, domain
+    """)
+    caveats = capture_caveats(con)
+    doc = Document(
+        title="tracekit info",
+        tables=[
+            Table("files", files),
+            Table("devices", devices, note=None if devices.height else "no device properties in the capture"),
+            Table("processes", processes),
+            Table("streams", streams),
+            Table("events", counts),
+            Table("range domains", domains),
+        ],
+        notes=[c.text for c in caveats] + store.warnings,
+    )
+    doc.data = {t.title.replace(" ", "_"): t.frame.to_dicts() for t in doc.tables}
+    doc.data["caveats"] = [{"kind": c.kind, "rank": c.rank, "text": c.text} for c in caveats]
+    return doc

@@ -1,0 +1,180 @@
+"""One output vocabulary for every command: ``--format table|markdown|csv|json`` and ``--out FILE``.
+
+A command builds a ``Document`` (titled polars tables plus, optionally, a JSON document of its own)
+and calls ``emit``. Text that came from a trace is untrusted: every renderer makes it inert (control
+characters and ANSI escapes shown escaped, Markdown and HTML markup escaped, very long names cut in
+the human formats only).
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import polars as pl
+from rich.console import Console
+from rich.table import Table as RichTable
+from rich.text import Text
+
+FORMATS = ("table", "markdown", "csv", "json")
+MAX_CELL_CHARS = 160
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
+
+
+@dataclass
+class Table:
+    """A titled table; ``note`` is one line shown under it in human formats."""
+
+    title: str
+    frame: pl.DataFrame
+    note: str | None = None
+
+
+@dataclass
+class Document:
+    """What a command prints: a title, notes (caveats, warnings), tables, and an optional JSON body."""
+
+    title: str
+    tables: list[Table] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    data: dict[str, Any] | None = None
+
+    def json_body(self) -> dict[str, Any]:
+        if self.data is not None:
+            return self.data
+        body: dict[str, Any] = {t.title: t.frame.to_dicts() for t in self.tables}
+        if self.notes:
+            body["notes"] = self.notes
+        return body
+
+
+def output_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a click command the shared ``--format`` and ``--out`` options."""
+
+    @click.option(
+        "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+        help="Output format.",
+    )
+    @click.option(
+        "--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+        help="Write the output to FILE (replaced atomically) instead of standard output.",
+    )
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return command(*args, **kwargs)
+
+    return wrapper
+
+
+def inert(text: object) -> str:
+    """Make untrusted text safe to print: control characters (ANSI escapes, newlines) become escapes."""
+    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), str(text))
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_CELL_CHARS else text[: MAX_CELL_CHARS - 1] + "…"
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
+    return _cut(inert(value))
+
+
+def markdown_escape(text: str) -> str:
+    """Escape Markdown and HTML markup so the text renders literally in an issue tracker."""
+    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    return escaped.replace("<", "&lt;").replace(">", "&gt;")
+
+
+def render_markdown(doc: Document) -> str:
+    lines = [f"# {markdown_escape(inert(doc.title))}", ""]
+    lines += [f"- {markdown_escape(inert(n))}" for n in doc.notes]
+    for t in doc.tables:
+        lines += ["", f"## {markdown_escape(inert(t.title))}", ""]
+        if t.note:
+            lines += [markdown_escape(inert(t.note)), ""]
+        cols = t.frame.columns
+        lines.append("| " + " | ".join(markdown_escape(c) for c in cols) + " |")
+        lines.append("|" + "|".join("---:" if t.frame[c].dtype.is_numeric() else "---" for c in cols) + "|")
+        for row in t.frame.iter_rows():
+            lines.append("| " + " | ".join(markdown_escape(_cell(v)) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def render_csv(doc: Document) -> str:
+    if len(doc.tables) == 1:
+        return doc.tables[0].frame.write_csv()
+    parts = [f"# {inert(t.title)}\n{t.frame.write_csv()}" for t in doc.tables]
+    return "\n".join(parts)
+
+
+def render_json(doc: Document) -> str:
+    return json.dumps(doc.json_body(), indent=2, ensure_ascii=True, default=str) + "\n"
+
+
+def render_table(doc: Document, console: Console) -> None:
+    console.print(Text(inert(doc.title), style="bold"))
+    for n in doc.notes:
+        console.print(Text("• " + inert(n)))
+    for t in doc.tables:
+        rt = RichTable(title=Text(inert(t.title)), title_justify="left", caption=t.note and Text(inert(t.note)))
+        for c in t.frame.columns:
+            rt.add_column(Text(c), justify="right" if t.frame[c].dtype.is_numeric() else "left")
+        for row in t.frame.iter_rows():
+            rt.add_row(*(Text(_cell(v)) for v in row))
+        console.print(rt)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` so that a reader never sees a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def render(doc: Document, fmt: str, width: int | None = None) -> str:
+    """The document as text in one of FORMATS."""
+    if fmt == "markdown":
+        return render_markdown(doc)
+    if fmt == "csv":
+        return render_csv(doc)
+    if fmt == "json":
+        return render_json(doc)
+    buf = io.StringIO()
+    render_table(doc, Console(file=buf, width=width or 200, force_terminal=False, color_system=None))
+    return buf.getvalue()
+
+
+def emit(doc: Document, fmt: str, out_path: Path | None) -> None:
+    """Print the document, or write it atomically to ``out_path``."""
+    if out_path is not None:
+        write_atomically(out_path, render(doc, fmt))
+        return
+    if fmt == "table":
+        render_table(doc, Console(highlight=False))
+    else:
+        click.echo(render(doc, fmt), nl=False)
