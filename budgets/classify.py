@@ -84,7 +84,7 @@ def class_summary(con: duckdb.DuckDBPyConnection, config: str | None = None) -> 
     """Time per class over the whole store: instances, total, share, distinct kernels (memops included)."""
     rules = load_rules(config)
     register_classes(con, rules)
-    frame = con.execute("""
+    frame = con.sql("""
         WITH ops AS (
             SELECT c.class, k.name, k.dur_ns FROM kernels k JOIN kernel_class c USING (name)
             UNION ALL

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,15 @@ class TracekitGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("tracekit: interrupted", err=True)
             sys.exit(130)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
+            raise
+        except Exception as exc:  # a bug: one line, unless TRACEKIT_DEBUG asks for the traceback
+            if os.environ.get("TRACEKIT_DEBUG"):
+                raise
+            detail = " ".join(str(exc).split())[:300]
+            click.echo(f"tracekit: internal error: {type(exc).__name__}: {detail} "
+                       "(set TRACEKIT_DEBUG=1 for the traceback)", err=True)
+            sys.exit(1)
 
 
 @click.group(cls=TracekitGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -92,3 +102,60 @@ def kernels(store: Store, fmt: str, out_path: Path | None, group_by: str, config
         frame = frame.head(limit)
     emit(Document("tracekit kernels", [Table(f"kernels by {group_by}", frame)], notes=store.warnings),
          fmt, out_path)
+
+
+def parse_sets(values: tuple[str, ...]) -> dict[str, str]:
+    """``--set key=value`` pairs as a dict; a malformed one is a usage error naming it."""
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r} is not key=value", param_hint="--set")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@main.command()
+@input_options
+@output_options
+@click.option("--config", default=None, help="Named config (see `tracekit configs`) or a TOML file.")
+@click.option("--batch", type=click.IntRange(min=1), default=None,
+              help="Concurrent requests in the whole deployment (overrides the config).")
+@click.option("--context", type=click.IntRange(min=1), default=None, help="Context tokens per request.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override any config field.")
+@click.option("--step", "step_regex", default=None, metavar="REGEX",
+              help="Regex over NVTX/annotation names that marks one step.")
+@click.option("--skip-steps", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Drop this many warm-up steps.")
+@click.option("--threshold", type=click.FloatRange(min=1.0), default=1.3, show_default=True,
+              help="Residual ratio under which a step is near the floor; also the over-budget ratio.")
+@click.option("--gate", is_flag=True,
+              help="Exit 0 near-floor, 10 pipeline, 11 kernel, 12 inconclusive (usage errors stay 2).")
+def analyze(store: Store, fmt: str, out_path: Path | None, config: str | None, batch: int | None,
+            context: int | None, sets: tuple[str, ...], step_regex: str | None, skip_steps: int,
+            threshold: float, gate: bool) -> None:
+    """Floor-first triage: steps, host gaps, exposed communication, classes over budget, ncu targets."""
+    import re
+
+    from tracekit.analysis.analyze import GATE_EXIT, AnalyzeOptions
+    from tracekit.analysis.analyze import analyze as run_analysis
+    from tracekit.report import report_document
+
+    overrides = parse_sets(sets)
+    if batch is not None:
+        overrides["batch"] = str(batch)
+    if context is not None:
+        overrides["context_tokens"] = str(context)
+    if overrides and not config:
+        raise click.BadParameter("needs --config", param_hint="--batch/--context/--set")
+    if step_regex is not None:
+        try:
+            re.compile(step_regex)
+        except re.error as exc:
+            raise click.BadParameter(f"{step_regex!r} is not a regex ({exc})", param_hint="--step") from None
+    opts = AnalyzeOptions(config=config, overrides=overrides, step_regex=step_regex, skip_steps=skip_steps,
+                          threshold=threshold)
+    report = run_analysis(store, opts)
+    emit(report_document(report), fmt, out_path)
+    if gate:
+        sys.exit(GATE_EXIT[report["verdict"]])

@@ -23,7 +23,7 @@ class Caveat:
 
 
 def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> pl.DataFrame:
-    return con.execute(sql, params or []).pl()
+    return con.sql(sql, params=params or None).pl()
 
 
 def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:

@@ -29,7 +29,7 @@ FORMATS = ("table", "markdown", "csv", "json")
 MAX_CELL_CHARS = 160
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
 
 
 @dataclass
@@ -49,6 +49,7 @@ class Document:
     tables: list[Table] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     data: dict[str, Any] | None = None
+    blocks: list[tuple[str, str]] = field(default_factory=list)  # (title, text to copy verbatim)
 
     def json_body(self) -> dict[str, Any]:
         if self.data is not None:
@@ -116,6 +117,9 @@ def render_markdown(doc: Document) -> str:
         lines.append("|" + "|".join("---:" if t.frame[c].dtype.is_numeric() else "---" for c in cols) + "|")
         for row in t.frame.iter_rows():
             lines.append("| " + " | ".join(markdown_escape(_cell(v)) for v in row) + " |")
+    for title, text in doc.blocks:
+        fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+        lines += ["", f"**{markdown_escape(inert(title))}**", "", fence + "sh", inert(text), fence]
     return "\n".join(lines) + "\n"
 
 
@@ -141,6 +145,9 @@ def render_table(doc: Document, console: Console) -> None:
         for row in t.frame.iter_rows():
             rt.add_row(*(Text(_cell(v)) for v in row))
         console.print(rt)
+    for title, text in doc.blocks:
+        console.print(Text(inert(title), style="bold"))
+        console.print(Text(inert(text)), soft_wrap=True)
 
 
 def write_atomically(path: Path, text: str) -> None:

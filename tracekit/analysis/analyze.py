@@ -1,0 +1,273 @@
+"""`tracekit analyze`: steps, the three questions, floor reconciliation, verdict and ncu targets.
+
+The result is the ``tracekit.report/v1`` document (see docs/report-schema.md); renderers only format it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from tracekit import intervals as iv
+from tracekit.analysis.accounting import StepAccount, account_step
+from tracekit.analysis.gaps import CAUSES, HostActivity, attribute_gaps, gap_context
+from tracekit.analysis.ncu import ncu_targets
+from tracekit.analysis.ops import DeviceOps, load_device_ops, prepare
+from tracekit.analysis.steps import PROFILER_STEP_REGEX, StepSource, find_steps
+from tracekit.budgets.budget import class_budgets
+from tracekit.budgets.classify import load_rules
+from tracekit.errors import InputError
+from tracekit.info import capture_caveats
+from tracekit.store import Store
+
+REPORT_SCHEMA = "tracekit.report/v1"
+VERDICTS = ("near-floor", "pipeline", "kernel", "inconclusive")
+GATE_EXIT = {"near-floor": 0, "pipeline": 10, "kernel": 11, "inconclusive": 12}
+
+
+@dataclass
+class AnalyzeOptions:
+    """What the user asked for; every threshold is reported back in the report."""
+
+    config: str | None = None
+    overrides: dict[str, str] = field(default_factory=dict)
+    step_regex: str | None = None
+    skip_steps: int = 0
+    threshold: float = 1.3
+    min_excess_fraction: float = 0.02
+    pipeline_share: float = 0.5
+    top_gaps: int = 5
+    max_targets: int = 5
+
+
+def _p(values: list[int] | np.ndarray, q: float) -> int:
+    return int(round(float(np.percentile(np.asarray(values, dtype=np.float64), q)))) if len(values) else 0
+
+
+def _median(values: list[int]) -> int:
+    return _p(values, 50)
+
+
+@dataclass
+class _DeviceResult:
+    ops: DeviceOps
+    source: StepSource
+    accounts: list[StepAccount]
+    causes: list[dict[str, int]]
+    gap_next_op: list[np.ndarray]
+
+
+def _analyze_device(store: Store, ops: DeviceOps, opts: AnalyzeOptions, host: HostActivity,
+                    communication: frozenset[str]) -> _DeviceResult:
+    windows, source = find_steps(store.con, ops, opts.step_regex)
+    if opts.skip_steps:
+        if opts.skip_steps >= len(windows):
+            raise InputError(f"--skip-steps {opts.skip_steps}: rank {ops.rank} device {ops.device_id} has only "
+                             f"{len(windows)} steps")
+        windows = windows[opts.skip_steps:]
+    accounts, causes, nexts = [], [], []
+    for w in windows:
+        acc = account_step(ops, w, communication)
+        by_cause, next_op = attribute_gaps(acc.gaps, ops, host)
+        accounts.append(acc)
+        causes.append(by_cause)
+        nexts.append(next_op)
+    return _DeviceResult(ops, source, accounts, causes, nexts)
+
+
+def _top_gaps(store: Store, results: list[_DeviceResult], hosts: dict[int, HostActivity],
+              limit: int) -> list[dict[str, Any]]:
+    """The longest gaps of all steps, each with its causes and what the launching thread was doing."""
+    candidates: list[tuple[int, _DeviceResult, int, int]] = []
+    for res in results:
+        for a_idx, acc in enumerate(res.accounts):
+            lengths = acc.gaps.ends - acc.gaps.starts
+            for g_idx in np.argsort(-lengths, kind="stable")[:limit]:
+                candidates.append((int(lengths[g_idx]), res, a_idx, int(g_idx)))
+    candidates.sort(key=lambda c: -c[0])
+    top = []
+    for length, res, a_idx, g_idx in candidates[:limit]:
+        acc = res.accounts[a_idx]
+        g0, g1 = int(acc.gaps.starts[g_idx]), int(acc.gaps.ends[g_idx])
+        one = iv.Intervals(np.array([g0]), np.array([g1]))
+        by_cause, nxt = attribute_gaps(one, res.ops, hosts[res.ops.rank])
+        j = int(nxt[0])
+        entry: dict[str, Any] = {
+            "rank": res.ops.rank, "device": res.ops.device_id, "step": acc.window.label,
+            "start_ns": g0, "dur_ns": length, "by_cause": by_cause,
+            "cause": max(by_cause, key=lambda c: by_cause[c]),
+            "next_kernel": str(res.ops.name[j]) if j >= 0 else None,
+        }
+        if j >= 0 and res.ops.launch_tid[j] >= 0:
+            entry["host"] = gap_context(store.con, res.ops.rank, int(res.ops.pid[j]), int(res.ops.launch_tid[j]), g0)
+        top.append(entry)
+    return top
+
+
+def _floor_section(opts: AnalyzeOptions, step_p50: int) -> tuple[dict[str, Any] | None, Any, dict[str, Any]]:
+    """Floor result, placement and the effective config (None without --config)."""
+    if not opts.config:
+        return None, None, {}
+    from tracekit import floor
+
+    cfg = floor.load_config(opts.config, opts.overrides)
+    result = floor.compute_floor(cfg)
+    placement = floor.place_measured(result, step_p50, opts.threshold) if step_p50 > 0 else None
+    section = {
+        "t_opt_ns": result.t_opt_ns, "t_sum_ns": result.t_sum_ns, "binding": result.binding,
+        "resource_ns": result.resource_ns, "peak_kind": result.peak_kind,
+        "residual_ratio": placement.residual_ratio if placement else None,
+        "position": placement.position if placement else None,
+    }
+    return section, result, cfg.settings()
+
+
+def analyze(store: Store, opts: AnalyzeOptions) -> dict[str, Any]:
+    """Run the whole analysis over an open store and return the v1 report document."""
+    rules = load_rules(opts.config)
+    con = store.con
+    pairs = prepare(con, rules)
+    caveats = capture_caveats(con)
+    marker = opts.step_regex or PROFILER_STEP_REGEX
+    hosts: dict[int, HostActivity] = {}
+    results: list[_DeviceResult] = []
+    for rank, device in pairs:
+        if rank not in hosts:
+            hosts[rank] = HostActivity.load(con, rank, marker)
+        ops = load_device_ops(con, rank, device)
+        results.append(_analyze_device(store, ops, opts, hosts[rank], rules.communication))
+
+    accounts = [a for r in results for a in r.accounts]
+    step_ns = [a.dur_ns for a in accounts]
+    step_p50, step_p99 = _median(step_ns), _p(step_ns, 99)
+    sources = sorted({r.source.kind for r in results})
+
+    # Question 1: host gaps.
+    gap_ns = [a.gap_ns for a in accounts]
+    cause_ns = {c: _median([cs[c] for r in results for cs in r.causes]) for c in CAUSES}
+    host_gaps = {
+        "total_ns": _median(gap_ns), "fraction": (_median(gap_ns) / step_p50) if step_p50 else 0.0,
+        "by_cause": cause_ns, "top": _top_gaps(store, results, hosts, opts.top_gaps),
+    }
+    # Question 2: exposed communication.
+    collectives = sorted({c for a in accounts for c in a.exposed_by_class} |
+                         {c for a in accounts for c in a.measured_by_class if c in rules.communication})
+    comm = _median([a.comm_ns for a in accounts])
+    exposed = _median([a.exposed_ns for a in accounts])
+    exposed_comm = {
+        "comm_ns": comm, "exposed_ns": exposed, "fraction": exposed / step_p50 if step_p50 else 0.0,
+        "overlap_fraction": (1 - exposed / comm) if comm else None,
+        "by_collective": {c: {"comm_ns": _median([a.measured_by_class.get(c, 0) for a in accounts]),
+                              "exposed_ns": _median([a.exposed_by_class.get(c, 0) for a in accounts])}
+                          for c in collectives},
+    }
+    # Floor and question 3: classes against budgets.
+    floor_section, floor_result, effective = _floor_section(opts, step_p50)
+    budgets = class_budgets(floor_result.parts, rules) if floor_result is not None else {}
+    classes = _classes(accounts, results, rules.communication, budgets, opts, step_p50)
+
+    verdict, reasons = _verdict(opts, results, caveats, floor_section, host_gaps, exposed_comm, classes, step_p50)
+    targets = ncu_targets(con, results, classes, opts.max_targets) if verdict == "kernel" else []
+    per_rank = defaultdict(list)
+    for a in accounts:
+        per_rank[a.rank].append(a.dur_ns)
+    rank_p50 = {r: _median(v) for r, v in per_rank.items()}
+    slowest = max(rank_p50, key=lambda r: rank_p50[r]) if rank_p50 else None
+    return {
+        "schema": REPORT_SCHEMA,
+        "inputs": [{"rank": f.rank, "path": str(f.source), "format": f.fmt} for f in store.files],
+        "config": {"name": opts.config, "overrides": opts.overrides, "effective": effective,
+                   "threshold": opts.threshold, "min_excess_fraction": opts.min_excess_fraction,
+                   "step_regex": opts.step_regex, "skip_steps": opts.skip_steps},
+        "steps": {"count": len(accounts), "source": sources, "step_ns_p50": step_p50, "step_ns_p99": step_p99,
+                  "per_rank_p50_ns": {str(r): v for r, v in sorted(rank_p50.items())},
+                  "slowest_rank": slowest,
+                  "straggler_ratio": (rank_p50[slowest] / _median(list(rank_p50.values()))) if slowest is not None
+                  and _median(list(rank_p50.values())) else None},
+        "floor": floor_section,
+        "host_gaps": host_gaps,
+        "exposed_comm": exposed_comm,
+        "classes": classes,
+        "ncu_targets": targets,
+        "verdict": verdict,
+        "reasons": reasons,
+        "caveats": [c.text for c in caveats] + store.warnings,
+    }
+
+
+def _classes(accounts: list[StepAccount], results: list[_DeviceResult], communication: frozenset[str],
+             budgets: dict[str, int], opts: AnalyzeOptions, step_p50: int) -> list[dict[str, Any]]:
+    names = sorted({c for a in accounts for c in a.measured_by_class} | set(budgets))
+    frames = [pl.DataFrame({"cls": res.ops.cls[a.ops_in_window].tolist(), "name": res.ops.name[a.ops_in_window].tolist(),
+                            "dur_ns": res.ops.end_ns[a.ops_in_window] - res.ops.start_ns[a.ops_in_window]},
+                           schema={"cls": pl.String, "name": pl.String, "dur_ns": pl.Int64})
+              for res in results for a in res.accounts]
+    kernel_time: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    if frames:
+        totals = pl.concat(frames).group_by("cls", "name").agg(pl.col("dur_ns").sum()).sort("dur_ns", descending=True)
+        for cls, name, t in totals.iter_rows():
+            kernel_time[cls].append((name, t))
+    n_steps = max(len(accounts), 1)
+    rows = []
+    for c in names:
+        measured = _median([a.measured_by_class.get(c, 0) for a in accounts])
+        if c in communication:
+            attributed = _median([a.exposed_by_class.get(c, 0) for a in accounts])
+        else:
+            attributed = _median([a.attributed_by_class.get(c, 0) for a in accounts])
+        budget = budgets.get(c)
+        ratio = measured / budget if budget else None
+        excess = max(0, attributed - budget) if budget is not None else 0
+        over = bool(budget and c not in communication and ratio is not None and ratio > opts.threshold
+                    and excess >= opts.min_excess_fraction * step_p50)
+        top = kernel_time[c][:5]
+        rows.append({
+            "name": c, "communication": c in communication, "measured_ns": measured, "attributed_ns": attributed,
+            "budget_ns": budget, "ratio": ratio, "excess_ns": excess, "over_budget": over,
+            "kernels": [{"name": n, "per_step_ns": int(t / n_steps)} for n, t in top],
+        })
+    rows.sort(key=lambda r: (-r["excess_ns"], -r["measured_ns"]))
+    return rows
+
+
+def _verdict(opts: AnalyzeOptions, results: list[_DeviceResult], caveats: list, floor_section: dict | None,
+             host_gaps: dict, exposed_comm: dict, classes: list[dict], step_p50: int) -> tuple[str, list[str]]:
+    reasons: list[str] = []
+    blocking = [c.text for c in caveats if c.kind == "graph_whole"]
+    if blocking:
+        return "inconclusive", blocking
+    if not results or step_p50 == 0:
+        return "inconclusive", ["no GPU operations to analyse"]
+    if any(r.source.kind == "whole_capture" for r in results):
+        reasons.append("no step markers (NVTX/annotation regex, ProfilerStep#N, graph launches): the whole capture "
+                       "is one window; give --step REGEX")
+    if floor_section is None:
+        reasons.append("no --config: host gaps and exposed communication are answered, but class budgets and "
+                       "the floor need a config")
+        return "inconclusive", reasons
+    if reasons:
+        return "inconclusive", reasons
+    ratio = floor_section["residual_ratio"]
+    t_opt = floor_section["t_opt_ns"]
+    if ratio is not None and ratio < opts.threshold:
+        return "near-floor", [f"step p50 {step_p50} ns is {ratio:.2f}x the optimistic floor {t_opt} ns "
+                              f"(< {opts.threshold}): stop; only architecture changes (sparse attention, "
+                              "quantisation, layout) move it"]
+    residual = step_p50 - t_opt
+    pipeline_ns = host_gaps["total_ns"] + exposed_comm["exposed_ns"]
+    over = [c for c in classes if c["over_budget"]]
+    reasons.append(f"step p50 {step_p50} ns is {ratio:.2f}x the optimistic floor {t_opt} ns; residual {residual} ns")
+    reasons.append(f"host gaps {host_gaps['total_ns']} ns + exposed communication {exposed_comm['exposed_ns']} ns "
+                   f"= {pipeline_ns} ns ({pipeline_ns / residual:.0%} of the residual)")
+    if pipeline_ns >= opts.pipeline_share * residual:
+        return "pipeline", reasons
+    if over:
+        reasons.append("over budget: " + ", ".join(f"{c['name']} {c['ratio']:.2f}x (+{c['excess_ns']} ns)"
+                                                   for c in over))
+        return "kernel", reasons
+    reasons.append("no class exceeds its budget by the threshold and the pipeline does not explain the residual")
+    return "inconclusive", reasons

@@ -1,0 +1,120 @@
+"""Causes of host gaps: every idle nanosecond of a device gets exactly one cause.
+
+For a gap that ends when operation X starts, with X's launch call [Ls, Le) on host thread T:
+- ``dependency``: after Le, X was launched but waited (on another stream, an event, a peer);
+- ``launch``: inside [Ls, Le), or before Ls while T was busy in other API calls or host ranges
+  (the host could not issue work fast enough);
+- ``sync``: before Ls while a thread of X's process sat in a synchronising call;
+- ``host_idle``: before Ls with no traced host activity on T.
+Without X's launch call (outside the capture), host state is read from all threads of the process and
+no time can be called dependency.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+
+from tracekit import intervals as iv
+from tracekit.analysis.ops import DeviceOps
+
+CAUSES = ("launch", "sync", "dependency", "host_idle")
+SYNC_API_REGEX = (
+    r"^(cuda|hip)(Device|Stream|Event|Ctx)Synchroni[sz]e|^cu(Ctx|Stream|Event)Synchronize|"
+    r"^(cuda|hip)Memcpy(2D|3D|ToSymbol|FromSymbol)?(_v\d+)?$|^cuMemcpy[DH]to[DH](_v\d+)?$|"
+    r"^(Stream|Event|Context) Sync$"
+)
+
+
+@dataclass
+class HostActivity:
+    """Host-side busy and synchronising time of one rank, by thread and by process."""
+
+    busy_by_thread: dict[tuple[int, int], iv.Intervals]
+    busy_by_process: dict[int, iv.Intervals]
+    sync_by_process: dict[int, iv.Intervals]
+
+    @classmethod
+    def load(cls, con: duckdb.DuckDBPyConnection, rank: int, step_regex: str) -> HostActivity:
+        """API calls and host ranges of ``rank``; ranges that are step markers do not count as busy."""
+        rows = con.sql("""
+            SELECT pid, tid, start_ns, end_ns, regexp_matches(name, $sync) AS is_sync FROM api_calls
+            WHERE rank = $rank AND NOT is_duplicate
+            UNION ALL
+            SELECT pid, tid, start_ns, end_ns, FALSE FROM ranges
+            WHERE rank = $rank AND end_ns IS NOT NULL AND device_id IS NULL
+              AND NOT regexp_matches(name, $step)
+        """, params={"rank": rank, "sync": SYNC_API_REGEX, "step": step_regex}).to_arrow_table()
+        pid = rows.column("pid").to_numpy(zero_copy_only=False)
+        tid = rows.column("tid").to_numpy(zero_copy_only=False)
+        start = rows.column("start_ns").to_numpy(zero_copy_only=False)
+        end = rows.column("end_ns").to_numpy(zero_copy_only=False)
+        is_sync = rows.column("is_sync").to_numpy(zero_copy_only=False).astype(bool)
+        by_thread: dict[tuple[int, int], iv.Intervals] = {}
+        by_process: dict[int, iv.Intervals] = {}
+        sync: dict[int, iv.Intervals] = {}
+        for p in np.unique(pid):
+            in_p = pid == p
+            by_process[int(p)] = iv.union(start[in_p], end[in_p])
+            sync[int(p)] = iv.union(start[in_p & is_sync], end[in_p & is_sync])
+            for t in np.unique(tid[in_p]):
+                sel = in_p & (tid == t)
+                by_thread[(int(p), int(t))] = iv.union(start[sel], end[sel])
+        return cls(by_thread, by_process, sync)
+
+
+def _segments(lo: np.ndarray, hi: np.ndarray) -> iv.Intervals:
+    keep = hi > lo
+    return iv.Intervals(lo[keep].astype(np.int64), hi[keep].astype(np.int64))
+
+
+def attribute_gaps(gaps: iv.Intervals, ops: DeviceOps, host: HostActivity) -> tuple[dict[str, int], np.ndarray]:
+    """Total ns per cause over ``gaps``, and the index of the operation that ends each gap (-1: none)."""
+    totals = dict.fromkeys(CAUSES, 0)
+    n = len(gaps)
+    if n == 0:
+        return totals, np.empty(0, dtype=np.int64)
+    g0, g1 = gaps.starts, gaps.ends
+    j = np.searchsorted(ops.start_ns, g1, side="left")
+    has_next = j < len(ops)
+    j = np.where(has_next, j, -1)
+    safe = np.maximum(j, 0)
+    ls = np.where(has_next, ops.launch_start_ns[safe], -1)
+    le = np.where(has_next, ops.launch_end_ns[safe], -1)
+    pid = np.where(has_next, ops.pid[safe], -1)
+    tid = np.where(has_next, ops.launch_tid[safe], -1)
+    known = ls >= 0
+    totals["dependency"] += iv.length(_segments(np.where(known, np.maximum(g0, le), g1), g1))
+    totals["launch"] += iv.length(_segments(np.where(known, np.maximum(g0, ls), g1), np.minimum(g1, le)))
+    pre_hi = np.where(known, np.minimum(g1, ls), g1)
+    # Before the launch call: read the host state of the launching thread (or the whole process).
+    for p in np.unique(pid):
+        sync = host.sync_by_process.get(int(p), iv.EMPTY)
+        for t in np.unique(tid[pid == p]):
+            sel = (pid == p) & (tid == t)
+            pre = _segments(g0[sel], pre_hi[sel])
+            busy = (host.busy_by_thread.get((int(p), int(t)), iv.EMPTY) if t >= 0
+                    else host.busy_by_process.get(int(p), iv.EMPTY))
+            in_sync = iv.intersect(pre, sync)
+            rest = iv.difference(pre, in_sync)
+            in_busy = iv.intersect(rest, busy)
+            totals["sync"] += iv.length(in_sync)
+            totals["launch"] += iv.length(in_busy)
+            totals["host_idle"] += iv.length(rest) - iv.length(in_busy)
+    return totals, j
+
+
+def gap_context(con: duckdb.DuckDBPyConnection, rank: int, pid: int, tid: int, at_ns: int) -> dict[str, str | None]:
+    """What the launching host thread was doing at ``at_ns``: innermost range and API call."""
+    rng = con.execute("""
+        SELECT name FROM ranges WHERE rank = ? AND pid = ? AND tid = ? AND device_id IS NULL
+          AND start_ns <= ? AND coalesce(end_ns, start_ns) > ?
+        ORDER BY coalesce(end_ns, start_ns) - start_ns LIMIT 1
+    """, [rank, pid, tid, at_ns, at_ns]).fetchone()
+    api = con.execute("""
+        SELECT name FROM api_calls WHERE rank = ? AND pid = ? AND tid = ? AND NOT is_duplicate
+          AND start_ns <= ? AND end_ns > ? ORDER BY start_ns DESC LIMIT 1
+    """, [rank, pid, tid, at_ns, at_ns]).fetchone()
+    return {"range": rng[0] if rng else None, "api_call": api[0] if api else None}

@@ -1,0 +1,95 @@
+"""Nsight Compute targets: the kernels of over-budget classes, each with a ready-to-run ``ncu`` command.
+
+The kernel is selected by its full demangled name (``--kernel-name-base demangled``, an anchored and
+escaped ``regex:``), and ``--launch-skip`` is the number of earlier launches of that same name in its
+process, so ncu profiles the very instance the trace shows in the median step. Every argument is
+shell-quoted: kernel names are untrusted text.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+import duckdb
+import numpy as np
+
+APP_PLACEHOLDER = "<your application command>"
+
+
+def capture_command(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The profiled application's command line when the capture recorded it, re-quoted token by token
+    (the recorded text is untrusted: it is never pasted into a shell as it stands)."""
+    row = con.execute("""
+        SELECT capture_command FROM trace_info WHERE capture_command IS NOT NULL AND capture_command <> ''
+        ORDER BY rank LIMIT 1
+    """).fetchone()
+    if not row:
+        return None
+    try:
+        tokens = shlex.split(row[0])
+    except ValueError:
+        return None
+    return shlex.join(tokens) if tokens else None
+
+
+def _name_regex(kernel: str) -> str:
+    """Anchored regex matching exactly ``kernel``; control characters as \\xHH so the line stays printable."""
+    body = "".join(f"\\x{ord(ch):02x}" if ord(ch) < 32 or 127 <= ord(ch) < 160 else re.escape(ch) for ch in kernel)
+    return f"regex:^{body}$"
+
+
+def ncu_command(kernel: str, launch_skip: int, out_name: str, in_graph: bool, app: str | None) -> str:
+    """One safely quoted ncu command line profiling one launch of ``kernel``."""
+    args = ["ncu", "--kernel-name-base", "demangled", "--kernel-name", _name_regex(kernel),
+            "--launch-skip", str(launch_skip), "--launch-count", "1", "--set", "full"]
+    if in_graph:
+        args += ["--graph-profiling", "node"]
+    args += ["-o", out_name, "--"]
+    line = shlex.join(args)
+    return f"{line} {app}" if app else f"{line} {APP_PLACEHOLDER}"
+
+
+def _safe_file_stem(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:48].strip("_") or "kernel"
+
+
+def ncu_targets(con: duckdb.DuckDBPyConnection, results: list[Any], classes: list[dict[str, Any]],
+                limit: int) -> list[dict[str, Any]]:
+    """Kernels of over-budget classes ranked by their share of the class's excess time."""
+    over = {c["name"]: c for c in classes if c["over_budget"]}
+    if not over:
+        return []
+    app = capture_command(con)
+    # Per kernel name: total time in analysed steps, and one representative launch (the median step's).
+    time_by_kernel: dict[tuple[str, str], int] = {}
+    instance: dict[tuple[str, str], tuple[int, bool]] = {}
+    for res in results:
+        if not res.accounts:
+            continue
+        median_acc = sorted(res.accounts, key=lambda a: a.dur_ns)[len(res.accounts) // 2]
+        for acc in res.accounts:
+            idx = acc.ops_in_window
+            for i in idx[np.isin(res.ops.cls[idx], list(over))]:
+                key = (str(res.ops.cls[i]), str(res.ops.name[i]))
+                time_by_kernel[key] = time_by_kernel.get(key, 0) + int(res.ops.end_ns[i] - res.ops.start_ns[i])
+                if acc is median_acc and key not in instance:
+                    instance[key] = (int(res.ops.op_index[i]), bool(res.ops.in_graph[i]))
+    class_total: dict[str, int] = {}
+    for (cls, _), t in time_by_kernel.items():
+        class_total[cls] = class_total.get(cls, 0) + t
+    targets = []
+    for (cls, name), t in time_by_kernel.items():
+        if (cls, name) not in instance:
+            continue
+        excess = int(over[cls]["excess_ns"] * t / class_total[cls]) if class_total[cls] else 0
+        skip, in_graph = instance[(cls, name)]
+        targets.append({"kernel": name, "class": cls, "excess_ns": excess, "launch_skip": skip,
+                        "in_graph": in_graph})
+    targets.sort(key=lambda t: -t["excess_ns"])
+    targets = targets[:limit]
+    for i, t in enumerate(targets):
+        out_name = f"tracekit_{i + 1}_{_safe_file_stem(t['class'])}"
+        t["command"] = ncu_command(t["kernel"], t["launch_skip"], out_name, t["in_graph"], app)
+    return targets

@@ -1,0 +1,86 @@
+"""Per-name summaries of kernels, API calls and NVTX ranges, with the statistics of ``nsys stats``.
+
+Each function runs one DuckDB query over the store tables (all ranks pooled) and returns a polars
+DataFrame ordered by total time, descending. Statistics follow the nsys report scripts (facts §6):
+``total_ns`` = sum of durations, ``avg_ns`` mean, ``med_ns`` median (mean of the two middle values for
+an even count), ``stddev_ns`` the sample standard deviation (0 for a single instance), ``time_pct`` =
+100 x total / the sum of ``total_ns`` over all rows. Values are not rounded; nsys prints avg, median and
+stddev rounded to 1 decimal.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import duckdb
+import polars as pl
+
+KernelGrouping = Literal["name", "name_grid_block", "short_name"]
+
+# Grouping keys per `by`; `name` is always the first output column.
+_KERNEL_KEYS: dict[str, str] = {
+    "name": "name",
+    "short_name": "short_name AS name",
+    "name_grid_block": "name, grid_x, grid_y, grid_z, block_x, block_y, block_z",
+}
+
+
+def _stats(source: str, keys: str, where: str = "true") -> str:
+    """The statistics query over ``source`` (which has ``dur_ns``), grouped by ``keys``."""
+    key_positions = ", ".join(str(i + 1) for i in range(len(keys.split(","))))
+    return f"""
+        SELECT {keys},
+            count(*) AS instances,
+            sum(dur_ns)::BIGINT AS total_ns,
+            avg(dur_ns) AS avg_ns,
+            median(dur_ns)::DOUBLE AS med_ns,
+            min(dur_ns) AS min_ns,
+            max(dur_ns) AS max_ns,
+            coalesce(stddev_samp(dur_ns), 0.0) AS stddev_ns,
+            100.0 * sum(dur_ns) / sum(sum(dur_ns)) OVER () AS time_pct
+        FROM {source}
+        WHERE {where}
+        GROUP BY ALL
+        ORDER BY total_ns DESC, {key_positions}
+    """
+
+
+def kernel_summary(con: duckdb.DuckDBPyConnection, by: KernelGrouping = "name") -> pl.DataFrame:
+    """GPU kernel time per kernel name (nsys ``cuda_gpu_kern_sum``).
+
+    ``by``: ``"name"`` groups by demangled name (the 2023+ report), ``"short_name"`` by base name
+    (``:base``), ``"name_grid_block"`` by name and launch geometry (the 2022.4 ``gpukernsum``).
+    """
+    if by not in _KERNEL_KEYS:
+        raise ValueError(f"by must be one of {', '.join(_KERNEL_KEYS)}, not {by!r}")
+    return con.sql(_stats("kernels", _KERNEL_KEYS[by])).pl()
+
+
+def api_summary(con: duckdb.DuckDBPyConnection, nsys_compat: bool = False) -> pl.DataFrame:
+    """Host API time per call name (nsys ``cuda_api_sum``), runtime and driver calls alike.
+
+    By default backtrace duplicate rows are excluded and calls are grouped by display name. With
+    ``nsys_compat`` every row counts and calls are grouped by recorded name, as nsys 2022.4 did: its
+    ``cudaapisum`` lists a backtrace duplicate as a second row of the same display name.
+    """
+    if nsys_compat:
+        source = "(SELECT raw_name, name, dur_ns FROM api_calls)"
+        return con.sql(_stats(source, "name, raw_name")).pl().drop("raw_name")
+    return con.sql(_stats("api_calls", "name", where="NOT is_duplicate")).pl()
+
+
+def nvtx_summary(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """NVTX range time per (range name, style), as nsys ``nvtx_sum`` computes it.
+
+    The name is ``domain:message`` when the range's domain is named. Nested ranges are not made
+    exclusive. A range that never ended lasts until the last NVTX timestamp of its rank (nsys uses the
+    last timestamp of its file's NVTX data; the store keeps ranges only, not marks).
+    """
+    source = """(
+        WITH nvtx AS (SELECT * FROM ranges WHERE source = 'nvtx'),
+        last AS (SELECT rank, greatest(max(start_ns), max(end_ns)) AS last_ns FROM nvtx GROUP BY rank)
+        SELECT CASE WHEN r.domain IS NULL THEN r.name ELSE r.domain || ':' || r.name END AS name,
+            r.style, coalesce(r.end_ns, l.last_ns) - r.start_ns AS dur_ns
+        FROM nvtx r JOIN last l ON l.rank IS NOT DISTINCT FROM r.rank
+    )"""
+    return con.sql(_stats(source, "name, style")).pl()
