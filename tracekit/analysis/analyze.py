@@ -201,7 +201,7 @@ def analyze(store: Store, opts: AnalyzeOptions) -> dict[str, Any]:
 
 def _classes(accounts: list[StepAccount], results: list[_DeviceResult], communication: frozenset[str],
              budgets: dict[str, int], opts: AnalyzeOptions, step_p50: int) -> list[dict[str, Any]]:
-    names = sorted({c for a in accounts for c in a.measured_by_class} | set(budgets))
+    names = sorted({c for a in accounts for c, ns in a.measured_by_class.items() if ns > 0})
     frames = [pl.DataFrame({"cls": res.ops.cls[a.ops_in_window].tolist(), "name": res.ops.name[a.ops_in_window].tolist(),
                             "dur_ns": res.ops.end_ns[a.ops_in_window] - res.ops.start_ns[a.ops_in_window]},
                            schema={"cls": pl.String, "name": pl.String, "dur_ns": pl.Int64})

@@ -1,0 +1,107 @@
+"""Planted-truth captures in both formats: the analysis recovers what was planted (within 1%)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fixtures.scenarios import GapPlan, decode_capture
+from fixtures.synth import write_kineto, write_nsys
+from tracekit import floor
+from tracekit.budgets.budget import class_budgets
+from tracekit.budgets.classify import load_rules
+from tracekit.cli import main
+
+CONFIG = "dsv32-ep16"
+GAPS = GapPlan(launch_ns=300_000, sync_ns=200_000, host_idle_ns=100_000, dependency_ns=150_000)
+
+
+def budgets() -> dict[str, int]:
+    return class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules(CONFIG))
+
+
+def write(spec, tmp_path: Path, fmt: str) -> Path:
+    path = tmp_path / ("capture.sqlite" if fmt == "nsys" else "capture.json.gz")
+    (write_nsys if fmt == "nsys" else write_kineto)(spec, path)
+    return path
+
+
+def analyze_json(path: Path, *args: str) -> tuple[int, dict]:
+    result = CliRunner().invoke(main, ["analyze", str(path), "--no-cache", "--format", "json", *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+def close(got: int, want: int) -> bool:
+    return abs(got - want) <= 0.01 * want
+
+
+@pytest.mark.parametrize("fmt", ["nsys", "kineto"])
+def test_planted_gaps_exposed_comm_and_slow_class_are_recovered(tmp_path: Path, fmt: str) -> None:
+    spec, truth = decode_capture(budgets(), gaps=GAPS, exposed_dispatch_ns=400_000, slow_class="attn_core")
+    code, report = analyze_json(write(spec, tmp_path, fmt), "--config", CONFIG, "--gate")
+    assert report["schema"] == "tracekit.report/v1"
+    assert report["steps"]["count"] == truth.steps
+    assert close(report["steps"]["step_ns_p50"], truth.step_ns)
+    for cause, ns in truth.gaps_by_cause_ns.items():
+        assert close(report["host_gaps"]["by_cause"][cause], ns), cause
+    assert close(report["host_gaps"]["total_ns"], sum(truth.gaps_by_cause_ns.values()))
+    by_coll = report["exposed_comm"]["by_collective"]
+    assert close(by_coll["a2a_dispatch"]["exposed_ns"], truth.exposed_by_collective_ns["a2a_dispatch"])
+    assert by_coll["a2a_combine"]["exposed_ns"] == 0
+    flagged = [c["name"] for c in report["classes"] if c["over_budget"]]
+    assert flagged == ["attn_core"]
+    measured = {c["name"]: c["measured_ns"] for c in report["classes"]}
+    for cls, ns in truth.class_ns.items():
+        assert close(measured[cls], ns), cls
+    assert report["verdict"] == "kernel" and code == 11
+    target = report["ncu_targets"][0]
+    assert target["class"] == "attn_core" and "--launch-skip" in target["command"]
+
+
+@pytest.mark.parametrize("fmt", ["nsys", "kineto"])
+def test_every_step_nanosecond_is_owned_once(tmp_path: Path, fmt: str) -> None:
+    spec, _ = decode_capture(budgets(), gaps=GAPS, exposed_dispatch_ns=400_000, slow_class="gemm")
+    _, report = analyze_json(write(spec, tmp_path, fmt), "--config", CONFIG)
+    attributed = sum(c["attributed_ns"] for c in report["classes"])
+    owned = report["host_gaps"]["total_ns"] + attributed
+    # Per-step medians of parts need not add exactly to the median step; here every step is alike.
+    assert abs(owned - report["steps"]["step_ns_p50"]) <= 0.001 * report["steps"]["step_ns_p50"]
+
+
+@pytest.mark.parametrize("fmt", ["nsys", "kineto"])
+def test_capture_at_the_floor_is_near_floor(tmp_path: Path, fmt: str) -> None:
+    spec, _ = decode_capture(budgets())
+    code, report = analyze_json(write(spec, tmp_path, fmt), "--config", CONFIG, "--gate")
+    assert report["verdict"] == "near-floor" and code == 0
+    assert report["floor"]["residual_ratio"] < 1.3
+    assert not [c for c in report["classes"] if c["over_budget"]]
+    assert report["ncu_targets"] == []
+
+
+def test_pipeline_verdict_when_gaps_dominate(tmp_path: Path) -> None:
+    big = GapPlan(launch_ns=4_000_000, sync_ns=3_000_000, host_idle_ns=2_000_000, dependency_ns=1_000_000)
+    spec, _ = decode_capture(budgets(), gaps=big)
+    code, report = analyze_json(write(spec, tmp_path, "nsys"), "--config", CONFIG, "--gate")
+    assert report["verdict"] == "pipeline" and code == 10
+
+
+def test_without_config_questions_are_answered_and_verdict_says_why(tmp_path: Path) -> None:
+    spec, truth = decode_capture(budgets(), gaps=GAPS, exposed_dispatch_ns=400_000)
+    code, report = analyze_json(write(spec, tmp_path, "nsys"), "--gate")
+    assert report["verdict"] == "inconclusive" and code == 12
+    assert any("--config" in r for r in report["reasons"])
+    assert close(report["host_gaps"]["total_ns"], sum(truth.gaps_by_cause_ns.values()))
+    assert report["floor"] is None and all(c["budget_ns"] is None for c in report["classes"])
+
+
+def test_skip_steps_drops_warmup_and_too_many_is_a_usage_error(tmp_path: Path) -> None:
+    spec, truth = decode_capture(budgets(), steps=4)
+    path = write(spec, tmp_path, "nsys")
+    _, report = analyze_json(path, "--config", CONFIG, "--skip-steps", "2")
+    assert report["steps"]["count"] == 2
+    result = CliRunner().invoke(main, ["analyze", str(path), "--no-cache", "--skip-steps", "9"])
+    assert result.exit_code == 2 and "--skip-steps" in result.stderr
