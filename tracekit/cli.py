@@ -159,3 +159,13 @@ def analyze(store: Store, fmt: str, out_path: Path | None, config: str | None, b
     emit(report_document(report), fmt, out_path)
     if gate:
         sys.exit(GATE_EXIT[report["verdict"]])
+
+
+def _register_floor_commands() -> None:
+    from tracekit.cli_floor import configs_cmd, floor_cmd, walls_cmd
+
+    for command in (floor_cmd, walls_cmd, configs_cmd):
+        main.add_command(command)
+
+
+_register_floor_commands()

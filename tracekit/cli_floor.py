@@ -44,13 +44,25 @@ def _overrides(batch: int | None, context: int | None, sets: tuple[str, ...]) ->
     return out
 
 
-_config_option = click.option("--config", required=True, help="Named config (see `tracekit configs`) or a TOML file.")
-_batch_option = click.option("--batch", type=click.IntRange(min=1), default=None,
-                             help="Concurrent requests in the whole deployment (all GPUs).")
-_context_option = click.option("--context", type=click.IntRange(min=1), default=None,
-                               help="KV length per request, in tokens.")
-_set_option = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-                           help="Override any config field, e.g. --set kv_format=fp8 (repeatable).")
+_config_option = click.option(
+    "--config", required=True, help="Named config (see `tracekit configs`) or a TOML file."
+)
+_batch_option = click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Concurrent requests in the whole deployment (all GPUs).",
+)
+_context_option = click.option(
+    "--context", type=click.IntRange(min=1), default=None, help="KV length per request, in tokens."
+)
+_set_option = click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override any config field, e.g. --set kv_format=fp8 (repeatable).",
+)
 
 
 @click.command("floor")
@@ -58,12 +70,27 @@ _set_option = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
 @_batch_option
 @_context_option
 @_set_option
-@click.option("--measured", default=None, metavar="DURATION", help="Measured step time, e.g. 41ms, 350us, 1.2s.")
-@click.option("--threshold", type=click.FloatRange(min=1.0), default=1.3, show_default=True,
-              help="Residual ratio (measured / t_opt) under which to stop kernel tuning.")
+@click.option(
+    "--measured", default=None, metavar="DURATION", help="Measured step time, e.g. 41ms, 350us, 1.2s."
+)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(min=1.0),
+    default=1.3,
+    show_default=True,
+    help="Residual ratio (measured / t_opt) under which to stop kernel tuning.",
+)
 @output_options
-def floor_cmd(config: str, batch: int | None, context: int | None, sets: tuple[str, ...], measured: str | None,
-              threshold: float, fmt: str, out_path: Path | None) -> None:
+def floor_cmd(
+    config: str,
+    batch: int | None,
+    context: int | None,
+    sets: tuple[str, ...],
+    measured: str | None,
+    threshold: float,
+    fmt: str,
+    out_path: Path | None,
+) -> None:
     """The analytical floor: resources by kernel class, t_opt, t_sum, binding resource, MFU/MBU."""
     from tracekit.floor import compute_floor, load_config, place_measured
     from tracekit.floor import report as frep
@@ -74,9 +101,14 @@ def floor_cmd(config: str, batch: int | None, context: int | None, sets: tuple[s
     placement = place_measured(result, measured_ns, threshold) if measured_ns else None
     data = result.to_dict()
     data["placement"] = placement.to_dict() if placement else None
-    tables = [Table("resources per GPU per step", _frame(frep.part_rows(result)),
-                    note="bytes, FLOPs and messages per GPU per step; times in ns"),
-              Table("floor", _frame(frep.summary_rows(result, placement)))]
+    tables = [
+        Table(
+            "resources per GPU per step",
+            _frame(frep.part_rows(result)),
+            note="bytes, FLOPs and messages per GPU per step; times in ns",
+        ),
+        Table("floor", _frame(frep.summary_rows(result, placement))),
+    ]
     emit(Document(f"tracekit floor: {cfg.name}", tables, notes=result.notes, data=data), fmt, out_path)
 
 
@@ -87,12 +119,26 @@ def floor_cmd(config: str, batch: int | None, context: int | None, sets: tuple[s
 @_set_option
 @click.option("--vs", "vs", default=None, help="A second config: report the crossover concurrency.")
 @click.option("--tpot-slo", default=None, metavar="DURATION", help="Time-per-output-token target, e.g. 50ms.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write latency and throughput against concurrency, walls marked, to FILE.png (matplotlib).")
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write latency and throughput against concurrency, walls marked, to FILE.png (matplotlib).",
+)
 @output_options
-def walls_cmd(config: str, batch: int | None, context: int | None, sets: tuple[str, ...], vs: str | None,
-              tpot_slo: str | None, plot_path: Path | None, fmt: str, out_path: Path | None) -> None:
-    """Walls as concurrency grows (ordering, KV capacity), the frontier, crossover and TPOT-SLO reachability."""
+def walls_cmd(
+    config: str,
+    batch: int | None,
+    context: int | None,
+    sets: tuple[str, ...],
+    vs: str | None,
+    tpot_slo: str | None,
+    plot_path: Path | None,
+    fmt: str,
+    out_path: Path | None,
+) -> None:
+    """Walls as concurrency grows (ordering, KV capacity), frontier, crossover and TPOT-SLO reachability."""
     from tracekit.floor import compute_walls, load_config
     from tracekit.floor import report as frep
 
@@ -104,9 +150,14 @@ def walls_cmd(config: str, batch: int | None, context: int | None, sets: tuple[s
         from tracekit.floor.plot import plot_walls
 
         plot_walls(walls, plot_path)
-    tables = [Table("walls (as concurrency grows)", _frame(frep.wall_rows(walls))),
-              Table("frontier (floor)", _frame(frep.frontier_rows(walls)),
-                    note="tokens/s per GPU against t_opt (TPOT in decode) over feasible concurrencies")]
+    tables = [
+        Table("walls (as concurrency grows)", _frame(frep.wall_rows(walls))),
+        Table(
+            "frontier (floor)",
+            _frame(frep.frontier_rows(walls)),
+            note="tokens/s per GPU against t_opt (TPOT in decode) over feasible concurrencies",
+        ),
+    ]
     extra = frep.extra_rows(walls)
     if extra:
         tables.append(Table("targets", _frame(extra)))
@@ -121,4 +172,6 @@ def configs_cmd(fmt: str, out_path: Path | None) -> None:
     from tracekit.floor import report as frep
 
     rows = frep.config_rows([load_config(n) for n in list_configs()])
-    emit(Document("tracekit configs", [Table("configs", _frame(rows))], data={"configs": rows}), fmt, out_path)
+    emit(
+        Document("tracekit configs", [Table("configs", _frame(rows))], data={"configs": rows}), fmt, out_path
+    )

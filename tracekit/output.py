@@ -182,6 +182,9 @@ def emit(doc: Document, fmt: str, out_path: Path | None) -> None:
         write_atomically(out_path, render(doc, fmt))
         return
     if fmt == "table":
-        render_table(doc, Console(highlight=False))
+        console = Console(highlight=False)
+        if not console.is_terminal:
+            console = Console(highlight=False, width=160)
+        render_table(doc, console)
     else:
         click.echo(render(doc, fmt), nl=False)

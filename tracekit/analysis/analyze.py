@@ -26,6 +26,7 @@ from tracekit.store import Store
 
 REPORT_SCHEMA = "tracekit.report/v1"
 VERDICTS = ("near-floor", "pipeline", "kernel", "inconclusive")
+BELOW_FLOOR_TOLERANCE = 0.95  # a step this far under the floor means the config does not fit the capture
 GATE_EXIT = {"near-floor": 0, "pipeline": 10, "kernel": 11, "inconclusive": 12}
 
 
@@ -253,6 +254,10 @@ def _verdict(opts: AnalyzeOptions, results: list[_DeviceResult], caveats: list, 
         return "inconclusive", reasons
     ratio = floor_section["residual_ratio"]
     t_opt = floor_section["t_opt_ns"]
+    if ratio is not None and ratio < BELOW_FLOOR_TOLERANCE:
+        return "inconclusive", [f"step p50 {step_p50} ns is {ratio:.2f}x the optimistic floor {t_opt} ns: faster than "
+                                "a lower bound, so the config does not describe this capture (set --batch, "
+                                "--context, --set weight_dtype=... or the hardware to the captured operating point)"]
     if ratio is not None and ratio < opts.threshold:
         return "near-floor", [f"step p50 {step_p50} ns is {ratio:.2f}x the optimistic floor {t_opt} ns "
                               f"(< {opts.threshold}): stop; only architecture changes (sparse attention, "
