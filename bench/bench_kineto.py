@@ -3,7 +3,7 @@
 Generates a synthetic Kineto trace with a realistic event mix (cpu_op, python_function, cuda_runtime,
 cuda_driver, kernel, memcpy/memset, ac2g flows, [memory] instants, ProfilerStep annotations) in a temp
 dir, then loads it in a fresh subprocess per tool and reports wall time and peak RSS
-(``getrusage(RUSAGE_CHILDREN).ru_maxrss``) beside the JSON size. HTA runs only when ``hta`` is
+(the child's ``ru_maxrss``) beside the JSON size. HTA runs only when ``hta`` is
 importable; it is never a dependency of tracekit.
 
     python bench/bench_kineto.py                 # ~1 GB trace (takes minutes, needs ~4 GB RAM)
@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import importlib.util
 import json
+import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -145,7 +144,7 @@ import sys, time, duckdb
 from pathlib import Path
 from tracekit.parsers import schema
 from tracekit.parsers.kineto import read_kineto
-con = duckdb.connect()
+con = duckdb.connect(sys.argv[2])  # a database file, as the store's cache uses
 schema.create_tables(con)
 t0 = time.perf_counter()
 read_kineto(Path(sys.argv[1]), con)
@@ -163,19 +162,22 @@ print(f"{time.perf_counter() - t0:.3f} -")
 """
 
 
-def measure(code: str, arg: str) -> tuple[float, str, int]:
-    """Run ``code`` in a fresh interpreter; return (its reported seconds, detail, peak RSS in bytes)."""
-    before_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    proc = subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True, check=False)
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    if proc.returncode != 0:
-        raise RuntimeError(f"child failed: {proc.stderr.strip().splitlines()[-1:]}")
-    seconds, detail = proc.stdout.split()
-    # ru_maxrss of children is the max over all waited-for children: a smaller later child
-    # reports the earlier peak, so each tool is measured before the larger one (tracekit first).
-    if peak_kib == before_kib:
-        print("  (note: peak RSS equals an earlier child's; figure is an upper bound)")
-    return float(seconds), detail, peak_kib * 1024
+def measure(code: str, *args: str, python: str = sys.executable) -> tuple[float, str, int]:
+    """Run ``code`` in a fresh interpreter; return (its reported seconds, detail, peak RSS in bytes).
+
+    The peak is that child's own ``ru_maxrss`` (``os.wait4``): ``getrusage(RUSAGE_CHILDREN)`` would
+    report the maximum over every child waited for so far, hiding a smaller second measurement.
+    """
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([python, "-c", code, *args], stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise RuntimeError(f"child failed: {err.read().strip().splitlines()[-1:]}")
+        seconds, detail = out.read().split()
+    return float(seconds), detail, usage.ru_maxrss * 1024  # Linux reports KiB
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -185,6 +187,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="number of trace events (default: about 1 GB of JSON)")
     parser.add_argument("--gzip", action="store_true", help="write the trace as .json.gz")
     parser.add_argument("--keep", type=Path, help="write the trace into this folder and keep it")
+    parser.add_argument("--hta-python", default=sys.executable,
+                        help="interpreter of an environment with HTA installed (default: this one)")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -200,13 +204,14 @@ def main(argv: list[str] | None = None) -> None:
         print(f"generated {n:,} events, {json_bytes / 1e6:,.1f} MB of JSON "
               f"({path.stat().st_size / 1e6:,.1f} MB on disk) in {time.perf_counter() - t0:.1f} s")
 
-        seconds, rows, peak = measure(TRACEKIT_CHILD, str(path))
+        seconds, rows, peak = measure(TRACEKIT_CHILD, str(path), str(Path(tmp) / "store.duckdb"))
         print(f"tracekit: {seconds:.2f} s, peak RSS {peak / 1e6:,.0f} MB = {peak / json_bytes:.2f}x JSON, "
               f"{int(rows):,} rows")
-        if importlib.util.find_spec("hta") is None:
-            print("hta: not installed in this environment, skipped (pip install HolisticTraceAnalysis)")
+        has_hta = subprocess.run([args.hta_python, "-c", "import hta"], capture_output=True, check=False)
+        if has_hta.returncode != 0:
+            print("hta: not importable, skipped (pip install HolisticTraceAnalysis elsewhere; --hta-python)")
             return
-        seconds, _, peak = measure(HTA_CHILD, str(folder))
+        seconds, _, peak = measure(HTA_CHILD, str(folder), python=args.hta_python)
         print(f"hta: {seconds:.2f} s, peak RSS {peak / 1e6:,.0f} MB = {peak / json_bytes:.2f}x JSON")
 
 

@@ -1,0 +1,428 @@
+"""Reader of Nsight Systems SQLite exports (schema pre-2.x, 2.x and 3.x) into the trace store.
+
+The large activity tables are read with adbc-driver-sqlite straight into Arrow record batches and
+streamed into DuckDB, where the StringIds joins and the ``globalPid``/``globalTid`` decoding happen in
+SQL (``(g >> 24) & 16777215``: DuckDB reads ``0x1000000`` as an alias, facts P7). Nothing is read
+row by row in Python, and only the needed columns leave SQLite. The small metadata tables are read in
+``nsys_meta`` with the stdlib module. See ``shared/facts/nsys-sqlite-schema.md`` for the tables and the
+pitfalls P1-P12 handled here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import adbc_driver_manager
+import adbc_driver_sqlite.dbapi as adbc_sqlite
+import duckdb
+import pyarrow as pa
+
+from tracekit.errors import InputError
+
+from .nsys_meta import KERNEL_TABLE, ExportInfo, inspect_export
+
+BATCH_ROWS = 65536  # rows per Arrow batch: also the window in which adbc infers column types
+PID = "(({g} >> 24) & 16777215)"  # the pid in a globalPid/globalTid (facts §2.10)
+TID = "({g} & 16777215)"
+# ENUM_CUDA_MEMCPY_OPER (facts §2.4); index = copyKind.
+COPY_KINDS = [
+    "Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP",
+    "Unified HtoD", "Unified DtoH", "Unified DtoD",
+]  # fmt: skip
+EVENT_CLASS_RUNTIME, EVENT_CLASS_DRIVER, EVENT_CLASS_BACKTRACE = 0, 1, 67
+NVTX_RANGE_TYPES = (59, 60, 70, 71)  # push/pop 59, 70; start/end 60, 71 (70/71: NVTXT variants)
+NVTX_DOMAIN_CREATE = 75
+
+
+def read_nsys(path: Path, con: duckdb.DuckDBPyConnection) -> None:
+    """Read one Nsight Systems SQLite export into the store tables of ``con`` (rank NULL)."""
+    path = Path(path)
+    info = inspect_export(path)
+    try:
+        db = adbc_sqlite.connect(info.uri)
+    except adbc_driver_manager.Error as exc:
+        raise InputError(f"{path}: cannot open as SQLite ({_one_line(exc)})") from None
+    try:
+        _Loader(path, info, db, con).run()
+    finally:
+        db.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+class _Loader:
+    """One export's ingest: streams each activity table from SQLite into a store table."""
+
+    def __init__(
+        self, path: Path, info: ExportInfo, db: adbc_driver_manager.dbapi.Connection,
+        con: duckdb.DuckDBPyConnection,
+    ) -> None:  # fmt: skip
+        self.path, self.info, self.db, self.con = path, info, db, con
+        self.strings = pa.table({"id": pa.array([], pa.int64()), "value": pa.array([], pa.string())})
+        self.errors: list[str] = []  # read errors met while DuckDB pulled batches
+        self.lock = threading.Lock()
+        self.notes: list[tuple[str, int, str]] = []
+        self.replaced = info.replaced_bytes
+        self.missing: list[str] = []
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def _columns(self, base: str, wanted: list[str], required: list[str]) -> tuple[str, str] | None:
+        """The export's table name and a SELECT list of the wanted columns it has (None: no table)."""
+        table = self.info.table(base)
+        if table is None:
+            return None
+        have = set(self.info.tables[table])
+        if lacking := [c for c in required if c not in have]:
+            raise InputError(f"{self.path}: table {table} lacks column(s) {', '.join(lacking)}")
+        return table, ", ".join(f'"{c}"' for c in wanted if c in have)
+
+    def _stream(
+        self, sql: str, table: str, db: adbc_driver_manager.dbapi.Connection | None = None
+    ) -> pa.RecordBatchReader:
+        """Stream a query's result as Arrow batches, invalid UTF-8 replaced; read errors -> InputError.
+
+        An error raised while DuckDB pulls batches would surface as a DuckDB error; it is kept in
+        ``self.errors`` instead and re-raised as InputError once the insert returns.
+        """
+        cur = (db or self.db).cursor()
+        cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
+        try:
+            cur.execute(sql)
+            reader = cur.fetch_record_batch()
+        except (adbc_driver_manager.Error, pa.ArrowException, OSError) as exc:
+            cur.close()
+            raise InputError(f"{self.path}: cannot read {table} ({_one_line(exc)})") from None
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            try:
+                for batch in reader:
+                    yield self._fix_utf8(batch)
+            except (adbc_driver_manager.Error, pa.ArrowException, OSError) as exc:
+                self.errors.append(f"{self.path}: cannot read {table} ({_one_line(exc)})")
+            finally:
+                cur.close()
+
+        return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
+    def _fix_utf8(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Replace invalid UTF-8 in string columns (adbc does not validate it; DuckDB rejects it)."""
+        for i, column in enumerate(batch.columns):
+            if not pa.types.is_string(column.type):
+                continue
+            try:
+                column.validate(full=True)
+            except pa.ArrowInvalid:
+                values = column.view(pa.binary()).to_pylist()
+                with self.lock:
+                    self.replaced += sum(v is not None and not _valid(v) for v in values)
+                fixed = pa.array([None if v is None else v.decode("utf-8", "replace") for v in values])
+                batch = batch.set_column(i, batch.schema.field(i), fixed)
+        return batch
+
+    def _insert(
+        self,
+        sql: str,
+        sources: dict[str, pa.RecordBatchReader | pa.Table],
+        params: dict | None = None,
+        con: duckdb.DuckDBPyConnection | None = None,
+    ) -> None:
+        """Run an INSERT ... SELECT over registered Arrow sources (and the StringIds as
+        ``_nsys_strings``), then surface any read error."""
+        con = con or self.con
+        sources = {"_nsys_strings": self.strings, **sources}
+        for name, source in sources.items():
+            con.register(name, source)
+        try:
+            con.execute(sql, params).fetchall()
+        except duckdb.Error:
+            if self.errors:
+                raise InputError(self.errors[0]) from None
+            raise
+        finally:
+            for name in sources:
+                con.unregister(name)
+        if self.errors:
+            raise InputError(self.errors[0])
+
+    def _run(self, sql: str, params: dict | None = None) -> None:
+        """Execute a statement and consume its result (DuckDB keeps unfinished results open)."""
+        self.con.execute(sql, params).fetchall()
+
+    # --- tables ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Load every table, then the derived rows (processes, devices, notes, trace_info).
+
+        The kernel table, the largest, streams on a second thread (own SQLite and DuckDB connections)
+        while this thread reads the others: SQLite decoding is single-threaded per connection.
+        """
+        self.strings = self._strings()
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            kernels = pool.submit(self._kernels_on_own_connections)
+            try:
+                self._api_calls()
+                self._memops()
+                self._ranges()
+            finally:
+                kernels.result()
+        self._threads()
+        self._processes()
+        self._devices()
+        self._notes()
+        self._trace_info()
+
+    def _strings(self) -> pa.Table:
+        reader = self._stream("SELECT id, value FROM StringIds", "StringIds")
+        table = reader.read_all()
+        if self.errors:
+            raise InputError(self.errors[0])
+        return table
+
+    def _kernels_on_own_connections(self) -> None:
+        try:
+            db = adbc_sqlite.connect(self.info.uri)
+        except adbc_driver_manager.Error as exc:
+            raise InputError(f"{self.path}: cannot open as SQLite ({_one_line(exc)})") from None
+        con = self.con.cursor()
+        try:
+            self._kernels(con, db)
+        finally:
+            con.close()
+            db.close()
+
+    def _kernels(self, con: duckdb.DuckDBPyConnection, db: adbc_driver_manager.dbapi.Connection) -> None:
+        wanted = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "demangledName",
+                  "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "graphId",
+                  "graphNodeId"]  # fmt: skip
+        table, select = self._columns(KERNEL_TABLE, wanted, wanted[:8])  # type: ignore[misc]
+        have = set(self.info.tables[table])
+        opt = {c: (f'k."{c}"' if c in have else "NULL") for c in wanted}
+        self._insert(
+            f"""INSERT INTO kernels (pid, device_id, stream_id, start_ns, end_ns, dur_ns, name,
+                    short_name, correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, graph_id,
+                    graph_node_id)
+                SELECT {PID.format(g="k.globalPid")}, k.deviceId, k.streamId, k.start, k."end",
+                    k."end" - k.start, dn.value, sn.value, k.correlationId, {opt["gridX"]}, {opt["gridY"]},
+                    {opt["gridZ"]}, {opt["blockX"]}, {opt["blockY"]}, {opt["blockZ"]}, {opt["graphId"]},
+                    {opt["graphNodeId"]}
+                FROM _nsys_k k
+                LEFT JOIN _nsys_strings dn ON dn.id = k.demangledName
+                LEFT JOIN _nsys_strings sn ON sn.id = k.shortName""",
+            {"_nsys_k": self._stream(f"SELECT {select} FROM {table}", table, db)},
+            con=con,
+        )
+
+    def _api_calls(self) -> None:
+        cols = ["start", "end", "eventClass", "globalTid", "correlationId", "nameId"]
+        found = self._columns("CUPTI_ACTIVITY_KIND_RUNTIME", cols, cols)
+        if found is None:
+            self.missing.append("CUPTI_ACTIVITY_KIND_RUNTIME")
+            return
+        table, select = found
+        # Display name: nsys strips a version suffix only when it is `_v` plus exactly four characters.
+        self._insert(
+            f"""INSERT INTO api_calls (pid, tid, start_ns, end_ns, dur_ns, name, raw_name, api,
+                    correlation_id, is_duplicate)
+                SELECT {PID.format(g="r.globalTid")}, {TID.format(g="r.globalTid")}, r.start, r."end",
+                    r."end" - r.start,
+                    CASE WHEN s.value LIKE '%\\_v____' ESCAPE '\\' THEN s.value[:-7] ELSE s.value END,
+                    s.value,
+                    CASE r.eventClass WHEN {EVENT_CLASS_RUNTIME} THEN 'runtime'
+                        WHEN {EVENT_CLASS_DRIVER} THEN 'driver' END,
+                    r.correlationId, r.eventClass = {EVENT_CLASS_BACKTRACE}
+                FROM _nsys_r r LEFT JOIN _nsys_strings s ON s.id = r.nameId""",
+            {"_nsys_r": self._stream(f"SELECT {select} FROM {table}", table)},
+        )
+        counts = self.con.execute(
+            "SELECT count(*) FILTER (is_duplicate), count(*) FILTER (api IS NULL AND NOT is_duplicate) "
+            "FROM api_calls"
+        ).fetchall()[0]
+        duplicates, unknown = counts
+        if duplicates:
+            # A backtrace row repeats a real call (same thread and correlation id): take its API kind.
+            self._run(
+                """UPDATE api_calls d SET api = p.api FROM api_calls p
+                   WHERE d.is_duplicate AND NOT p.is_duplicate AND p.pid = d.pid AND p.tid = d.tid
+                     AND p.correlation_id = d.correlation_id"""
+            )
+            self.notes.append((
+                "backtrace_duplicates", duplicates,
+                "CUDA backtrace rows (eventClass 67) repeating real API calls: kept with is_duplicate, "
+                "excluded from analyses",
+            ))  # fmt: skip
+        if unknown:
+            self.notes.append((
+                "unknown_api_event_class", unknown,
+                "CUPTI_ACTIVITY_KIND_RUNTIME rows neither runtime nor driver calls: kept with api NULL",
+            ))  # fmt: skip
+
+    def _memops(self) -> None:
+        common = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes"]
+        for base, extra, kind in (
+            ("CUPTI_ACTIVITY_KIND_MEMCPY", ["copyKind", "graphNodeId"], "memcpy"),
+            ("CUPTI_ACTIVITY_KIND_MEMSET", ["graphNodeId"], "memset"),
+        ):
+            found = self._columns(base, common + extra, common)
+            if found is None:  # absent when empty (facts P5)
+                continue
+            table, select = found
+            have = set(self.info.tables[table])
+            copy_kind = "list_extract($kinds, m.copyKind + 1)" if "copyKind" in have else "NULL::VARCHAR"
+            node = "m.graphNodeId" if "graphNodeId" in have else "NULL"
+            self._insert(
+                f"""INSERT INTO memops (pid, device_id, stream_id, start_ns, end_ns, dur_ns, kind, copy_kind,
+                        bytes, correlation_id, graph_node_id)
+                    SELECT {PID.format(g="m.globalPid")}, m.deviceId, m.streamId, m.start, m."end",
+                        m."end" - m.start, $kind, {copy_kind}, m.bytes, m.correlationId, {node}
+                    FROM _nsys_m m""",
+                {"_nsys_m": self._stream(f"SELECT {select} FROM {table}", table)},
+                {"kind": kind} | ({"kinds": COPY_KINDS} if "copyKind" in have else {}),
+            )
+
+    def _ranges(self) -> None:
+        cols = ["start", "end", "eventType", "globalTid", "endGlobalTid", "textId", "domainId"]
+        found = self._columns("NVTX_EVENTS", cols, cols)
+        if found is None:  # absent when the capture has no NVTX (facts P5)
+            return
+        table, select = found
+        # `text` is coalesced to '' plus a NULL flag: adbc types an all-NULL first batch as int64.
+        types = ", ".join(str(t) for t in (*NVTX_RANGE_TYPES, NVTX_DOMAIN_CREATE))
+        sql = (
+            f"SELECT {select}, coalesce(text, '') AS text, text IS NULL AS text_null "
+            f"FROM {table} WHERE eventType IN ({types})"
+        )
+        # Domain name: the type-75 row of the same domainId in the same process (facts §2.6).
+        self._insert(
+            f"""INSERT INTO ranges (pid, tid, start_ns, end_ns, dur_ns, name, domain, source, style, end_tid)
+                WITH ev AS (
+                    SELECT e.*, {PID.format(g="e.globalTid")} AS pid,
+                        coalesce(CASE WHEN e.text_null THEN NULL ELSE e.text END, s.value) AS message
+                    FROM _nsys_n e LEFT JOIN _nsys_strings s ON s.id = e.textId),
+                domains AS (
+                    SELECT pid, domainId, min(message) AS domain FROM ev
+                    WHERE eventType = {NVTX_DOMAIN_CREATE} GROUP BY pid, domainId)
+                SELECT ev.pid, {TID.format(g="ev.globalTid")}, ev.start, ev."end", ev."end" - ev.start,
+                    ev.message, d.domain, 'nvtx',
+                    CASE WHEN ev.eventType IN (59, 70) THEN 'PushPop' ELSE 'StartEnd' END,
+                    {TID.format(g="ev.endGlobalTid")}
+                FROM ev LEFT JOIN domains d
+                    ON d.pid = ev.pid AND d.domainId = ev.domainId AND ev.domainId <> 0
+                WHERE ev.eventType <> {NVTX_DOMAIN_CREATE}""",
+            {"_nsys_n": self._stream(sql, table)},
+        )
+
+    def _threads(self) -> None:
+        """Threads of the processes with events: named ones from ThreadNames, plus unnamed callers."""
+        found = self._columns("ThreadNames", ["nameId", "globalTid"], ["nameId", "globalTid"])
+        named = "SELECT NULL::BIGINT AS pid, NULL::BIGINT AS tid, NULL::VARCHAR AS name WHERE false"
+        sources = {}
+        if found is not None:
+            table, select = found
+            sources["_nsys_t"] = self._stream(f"SELECT {select} FROM {table}", table)
+            named = f"""SELECT {PID.format(g="t.globalTid")} AS pid, {TID.format(g="t.globalTid")} AS tid,
+                    min(s.value) AS name
+                FROM _nsys_t t LEFT JOIN _nsys_strings s ON s.id = t.nameId GROUP BY ALL"""
+        self._insert(
+            f"""INSERT INTO threads (pid, tid, name)
+                WITH named AS ({named}),
+                seen AS (SELECT pid, tid FROM api_calls UNION SELECT pid, tid FROM ranges),
+                pids AS ({_EVENT_PIDS})
+                SELECT pid, tid, named.name FROM named FULL JOIN seen USING (pid, tid)
+                WHERE pid IN (SELECT pid FROM pids)""",
+            sources,
+        )
+
+    def _processes(self) -> None:
+        """Processes with events, named from PROCESSES, else from their main thread (tid == pid)."""
+        names = pa.table(
+            {"pid": list(self.info.process_names), "name": list(self.info.process_names.values())},
+            schema=pa.schema([("pid", pa.int64()), ("name", pa.string())]),
+        )
+        self._insert(
+            f"""INSERT INTO processes (pid, name)
+                SELECT p.pid, coalesce(n.name, t.name) FROM ({_EVENT_PIDS}) p
+                LEFT JOIN _nsys_p n ON n.pid = p.pid
+                LEFT JOIN threads t ON t.pid = p.pid AND t.tid = p.pid
+                ORDER BY p.pid""",
+            {"_nsys_p": names},
+        )
+
+    def _devices(self) -> None:
+        """CUDA devices: those used by events or with CUDA properties (not e.g. Windows' Intel iGPU)."""
+        if self.info.gpus is None:
+            self.missing.append("TARGET_INFO_GPU")
+            return
+        used = {r[0] for r in self.con.execute(
+            "SELECT DISTINCT device_id FROM kernels UNION SELECT DISTINCT device_id FROM memops"
+        ).fetchall()}  # fmt: skip
+        rows = [
+            (g.device_id, g.name, g.sm_count, g.memory_bytes, g.mem_bw_bytes_per_s, g.compute_major,
+             g.compute_minor, "NVIDIA")
+            for g in self.info.gpus
+            if g.has_cuda_properties or g.device_id in used
+        ]  # fmt: skip
+        if rows:
+            self.con.executemany(
+                "INSERT INTO devices (device_id, name, sm_count, memory_bytes, mem_bw_bytes_per_s, "
+                "compute_major, compute_minor, vendor) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def _notes(self) -> None:
+        """read_notes: kernels without their launch call, absent tables, replaced bytes."""
+        row = self.con.execute(
+            """SELECT (SELECT count(*) FROM kernels) - count(*) FROM kernels k SEMI JOIN api_calls a
+               ON a.pid = k.pid AND a.correlation_id = k.correlation_id AND NOT a.is_duplicate"""
+        ).fetchall()[0]
+        if row[0]:
+            self.notes.append((
+                "unmatched_launch", row[0],
+                "kernels whose launch call is not in the file (e.g. launched before a time-sliced window)",
+            ))  # fmt: skip
+        if self.missing:
+            self.notes.append(("missing_table", len(self.missing), ", ".join(self.missing)))
+        if self.replaced:
+            self.notes.append((
+                "invalid_utf8", self.replaced, "strings with invalid UTF-8, decoded with replacement",
+            ))  # fmt: skip
+        if self.notes:
+            self.con.executemany("INSERT INTO read_notes (kind, count, detail) VALUES (?, ?, ?)", self.notes)
+
+    def _trace_info(self) -> None:
+        """trace_info (span of GPU and API activity) and trace_meta (the export's key/values)."""
+        self._run(
+            """INSERT INTO trace_info (source_path, source_format, format_version, product_version,
+                   capture_command, start_ns, end_ns)
+               SELECT $path, 'nsys', $version, $product, $command, min(s), max(e) FROM (
+                   SELECT min(start_ns) AS s, max(end_ns) AS e FROM kernels
+                   UNION ALL SELECT min(start_ns), max(end_ns) FROM memops
+                   UNION ALL SELECT min(start_ns), max(end_ns) FROM api_calls)""",
+            {
+                "path": str(self.path), "version": self.info.format_version,
+                "product": self.info.product_version, "command": self.info.capture_command,
+            },
+        )  # fmt: skip
+        if self.info.meta:
+            meta = pa.table({"key": [k for k, _ in self.info.meta], "value": [v for _, v in self.info.meta]})
+            self._insert(
+                "INSERT INTO trace_meta (key, value) SELECT key, value FROM _nsys_meta", {"_nsys_meta": meta}
+            )
+
+
+def _valid(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+# The pids of every process with events in the store.
+_EVENT_PIDS = """SELECT pid FROM kernels UNION SELECT pid FROM memops UNION SELECT pid FROM api_calls
+    UNION SELECT pid FROM ranges"""

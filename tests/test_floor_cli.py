@@ -1,0 +1,70 @@
+"""`python -m tracekit.floor` (argparse, stdlib) and the click commands in tracekit.cli_floor."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from tracekit.floor.__main__ import main
+
+from tracekit.cli_floor import configs_cmd, floor_cmd, walls_cmd
+
+
+def test_module_floor_json(capsys):
+    assert main(["floor", "--config", "dsv32-ep16", "--batch", "64", "--measured", "41ms", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["config"]["batch"] == 64 and doc["peak_kind"] == "achievable"
+    assert doc["t_opt_ns"] <= doc["t_sum_ns"]
+    assert doc["placement"]["measured_ns"] == 41_000_000
+    assert all(isinstance(p["hbm_ns"], int) for p in doc["parts"])
+
+
+def test_module_walls_and_configs_text(capsys):
+    assert main(["walls", "--config", "dsv32-ep16", "--vs", "dsv32-tp16", "--tpot-slo", "50ms"]) == 0
+    out = capsys.readouterr().out
+    assert "kv_capacity" in out and "crossover" in out
+    assert main(["configs"]) == 0
+    assert "dsv32-tp16" in capsys.readouterr().out
+
+
+def test_module_config_error_exit_2(capsys):
+    assert main(["floor", "--config", "dsv32-ep16", "--set", "batch=0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "batch must be >= 1" in err
+
+
+def test_click_floor_json():
+    res = CliRunner().invoke(
+        floor_cmd, ["--config", "llama3-70b-tp8-h100", "--measured", "20ms", "--format", "json"]
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["binding"] in ("hbm", "compute", "network")
+    assert doc["placement"]["verdict"] in ("near-floor", "above-floor")
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "csv"])
+def test_click_walls_formats(fmt):
+    res = CliRunner().invoke(walls_cmd, ["--config", "dsv32-ep16", "--vs", "dsv32-tp16", "--format", fmt])
+    assert res.exit_code == 0, res.output
+    assert "capacity" in res.output
+
+
+def test_click_configs():
+    res = CliRunner().invoke(configs_cmd, ["--format", "json"])
+    assert res.exit_code == 0
+    assert "dsv32-ep16" in res.output
+
+
+def test_click_bad_duration_is_usage_error():
+    res = CliRunner().invoke(floor_cmd, ["--config", "dsv32-ep16", "--measured", "41"])
+    assert res.exit_code == 2 and "--measured" in res.output
+
+
+def test_click_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "walls.png"
+    res = CliRunner().invoke(walls_cmd, ["--config", "qwen3-8b-tp1-h100", "--plot", str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.stat().st_size > 0
