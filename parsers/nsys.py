@@ -67,7 +67,7 @@ class _Loader:
         self.errors: list[str] = []  # read errors met while DuckDB pulled batches
         self.lock = threading.Lock()
         self.notes: list[tuple[str, int, str]] = []
-        self.replaced = info.replaced_bytes
+        self.replaced = info.replaced_strings
         self.missing: list[str] = []
 
     # --- reading -----------------------------------------------------------------------------
@@ -200,7 +200,9 @@ class _Loader:
         wanted = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "demangledName",
                   "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "graphId",
                   "graphNodeId"]  # fmt: skip
-        table, select = self._columns(KERNEL_TABLE, wanted, wanted[:8])  # type: ignore[misc]
+        found = self._columns(KERNEL_TABLE, wanted, wanted[:8])
+        assert found is not None, "inspect_export guarantees the kernel table"
+        table, select = found
         have = set(self.info.tables[table])
         opt = {c: (f'k."{c}"' if c in have else "NULL") for c in wanted}
         self._insert(

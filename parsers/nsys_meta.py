@@ -48,7 +48,7 @@ class ExportInfo:
     capture_command: str | None = None
     gpus: list[GpuRow] | None = None  # None: TARGET_INFO_GPU absent
     process_names: dict[int, str] = field(default_factory=dict)  # decoded pid -> name
-    replaced_bytes: int = 0  # metadata values with invalid UTF-8, decoded with replacement
+    replaced_strings: int = 0  # metadata values with invalid UTF-8, decoded with replacement
 
     def table(self, name: str) -> str | None:
         """The export's name for a table: exact, else the highest ``NAME_V<n>`` variant, else None."""
@@ -129,7 +129,7 @@ def _inspect(path: Path, uri: str, db: sqlite3.Connection) -> ExportInfo:
     if (processes := info.table("PROCESSES")) is not None:
         for gpid, name in db.execute(f"SELECT globalPid, name FROM {processes} WHERE globalPid IS NOT NULL"):
             text, bad = _text(name)
-            info.replaced_bytes += bad
+            info.replaced_strings += bad
             if text is not None:
                 info.process_names[(gpid >> 24) & 0xFFFFFF] = text
     return info
@@ -144,7 +144,7 @@ def _read_meta(info: ExportInfo, db: sqlite3.Connection) -> None:
             continue
         for raw_key, raw_value in db.execute(f"SELECT name, value FROM {table}"):
             (key, bad_k), (value, bad_v) = _text(raw_key), _text(raw_value)
-            info.replaced_bytes += bad_k + bad_v
+            info.replaced_strings += bad_k + bad_v
             if key is None:
                 continue
             info.meta.append((key, value or ""))

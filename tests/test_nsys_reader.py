@@ -453,3 +453,38 @@ def test_corrupt_pages(tmp_path: Path, where: float) -> None:
         data[p * page : (p + 1) * page] = b"\xa5" * page
     path.write_bytes(bytes(data))
     expect_error(path, "malformed")
+
+
+def test_summaries_statistics_and_rank_pooling(tmp_path: Path) -> None:
+    """nsys statistics on known durations; two ranks pool into one summary."""
+    strings = BASE["StringIds"] + [(5, "k2")]
+    tables = BASE | {"StringIds": strings}
+    tables["CUPTI_ACTIVITY_KIND_KERNEL"] = [*BASE["CUPTI_ACTIVITY_KIND_KERNEL"], kernel(500, 7, 9, name=5)]
+    path = make_export(tmp_path / "t.sqlite", tables)
+    con = new_store()
+    for rank in (0, 1):
+        read_nsys(path, con)
+        for table in schema.TABLES:
+            con.execute(f"UPDATE {table} SET rank = ? WHERE rank IS NULL", [rank])
+    by_name = {r["name"]: r for r in summaries.kernel_summary(con).iter_rows(named=True)}
+    k1 = by_name["k1"]  # durations 10, 30, 5 on each rank
+    assert (k1["instances"], k1["total_ns"], k1["min_ns"], k1["max_ns"], k1["med_ns"]) == (6, 90, 5, 30, 10.0)
+    assert k1["avg_ns"] == 15.0 and k1["stddev_ns"] == pytest.approx((2 * (25 + 225 + 100) / 5) ** 0.5)
+    assert by_name["k2"]["stddev_ns"] == 0.0  # n = 2 identical values
+    assert k1["time_pct"] == pytest.approx(100 * 90 / 104)
+    single = summaries.kernel_summary(_one_rank(con), by="short_name")
+    assert single.filter(name="k2")["stddev_ns"].to_list() == [0.0]  # n = 1 prints 0, not NULL
+    grid = summaries.kernel_summary(con, by="name_grid_block")
+    assert grid.columns[:7] == ["name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+    with pytest.raises(ValueError):
+        summaries.kernel_summary(con, by="grid")  # type: ignore[arg-type]
+
+
+def _one_rank(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A store holding rank 0 of ``con`` only."""
+    single = new_store()
+    for table in schema.TABLES:
+        rows = con.execute(f"SELECT * FROM {table} WHERE rank = 0").fetchall()
+        if rows:
+            single.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})", rows)
+    return single
