@@ -1,4 +1,4 @@
-"""gpt-oss-20b in the floor catalog: published parameter counts, MXFP4 expert bytes, sliding-window attention."""
+"""gpt-oss-20b in the floor catalog: published parameter counts, MXFP4 experts, sliding-window attention."""
 
 from __future__ import annotations
 

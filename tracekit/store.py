@@ -11,6 +11,7 @@ rank each file was assigned.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 import time
@@ -62,8 +63,20 @@ def expand_inputs(paths: Iterable[Path]) -> list[Path]:
     return files
 
 
+def _manifest(db: Path) -> Path:
+    return db.with_suffix(".json")
+
+
 def _is_complete(db: Path) -> bool:
-    """True when ``db`` opens and carries the current schema version's completion mark."""
+    """True when ``db`` has its manifest, the size the manifest recorded, and the schema version's mark.
+
+    The size check catches a store cut short by a crash or a full disk, which can still open."""
+    try:
+        manifest = json.loads(_manifest(db).read_text())
+        if manifest.get("size_bytes") != db.stat().st_size:
+            return False
+    except (OSError, ValueError):
+        return False
     try:
         con = duckdb.connect(str(db), read_only=True)
     except duckdb.Error:
@@ -78,8 +91,16 @@ def _is_complete(db: Path) -> bool:
 
 
 def _remove_db(db: Path) -> None:
-    for p in (db, db.with_name(db.name + ".wal")):
+    for p in (_manifest(db), db, db.with_name(db.name + ".wal")):
         p.unlink(missing_ok=True)
+
+
+def _write_manifest(db: Path, manifest: dict[str, object]) -> None:
+    """Write the store's manifest atomically; the store counts as complete only once it exists."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{db.stem}.", suffix=".tmp.json", dir=db.parent)
+    with os.fdopen(fd, "w") as f:
+        json.dump(manifest, f)
+    os.replace(tmp, _manifest(db))
 
 
 @dataclass
@@ -120,7 +141,10 @@ def ingest_file(path: Path, cache_dir: Path) -> IngestResult:
             con.execute("CHECKPOINT")
         finally:
             con.close()
+        size = tmp.stat().st_size
         os.replace(tmp, target)
+        _write_manifest(target, {"size_bytes": size, "schema_version": STORE_SCHEMA_VERSION,
+                                 "source": str(path), "format": fmt})
     except InputError:
         _remove_db(tmp)
         raise

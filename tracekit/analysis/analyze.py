@@ -200,18 +200,28 @@ def analyze(store: Store, opts: AnalyzeOptions) -> dict[str, Any]:
     }
 
 
+def _kernel_time(results: list[_DeviceResult]) -> dict[str, list[tuple[str, int]]]:
+    """Per class, its kernels' total time in the analysed steps, largest first."""
+    frames = []
+    for res in results:
+        for acc in res.accounts:
+            idx = acc.ops_in_window
+            frames.append(pl.DataFrame(
+                {"cls": res.ops.cls[idx].tolist(), "name": res.ops.name[idx].tolist(),
+                 "dur_ns": res.ops.end_ns[idx] - res.ops.start_ns[idx]},
+                schema={"cls": pl.String, "name": pl.String, "dur_ns": pl.Int64}))
+    by_class: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    if frames:
+        totals = pl.concat(frames).group_by("cls", "name").agg(pl.col("dur_ns").sum()).sort("dur_ns", descending=True)
+        for cls, name, total in totals.iter_rows():
+            by_class[cls].append((name, total))
+    return by_class
+
+
 def _classes(accounts: list[StepAccount], results: list[_DeviceResult], communication: frozenset[str],
              budgets: dict[str, int], opts: AnalyzeOptions, step_p50: int) -> list[dict[str, Any]]:
     names = sorted({c for a in accounts for c, ns in a.measured_by_class.items() if ns > 0})
-    frames = [pl.DataFrame({"cls": res.ops.cls[a.ops_in_window].tolist(), "name": res.ops.name[a.ops_in_window].tolist(),
-                            "dur_ns": res.ops.end_ns[a.ops_in_window] - res.ops.start_ns[a.ops_in_window]},
-                           schema={"cls": pl.String, "name": pl.String, "dur_ns": pl.Int64})
-              for res in results for a in res.accounts]
-    kernel_time: dict[str, list[tuple[str, int]]] = defaultdict(list)
-    if frames:
-        totals = pl.concat(frames).group_by("cls", "name").agg(pl.col("dur_ns").sum()).sort("dur_ns", descending=True)
-        for cls, name, t in totals.iter_rows():
-            kernel_time[cls].append((name, t))
+    kernel_time = _kernel_time(results)
     n_steps = max(len(accounts), 1)
     rows = []
     for c in names:

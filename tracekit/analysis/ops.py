@@ -14,6 +14,7 @@ import numpy as np
 
 from tracekit.budgets.classify import ClassRules, register_classes
 
+
 @dataclass
 class DeviceOps:
     """Kernels and memory operations of one device, sorted by start."""
