@@ -26,6 +26,7 @@ FIELD_TYPES: dict[str, type] = {
     "dp_attention": int,
     "ep": int,
     "weight_dtype": str,
+    "expert_weight_dtype": str,
     "kv_format": str,
     "batch": int,
     "context_tokens": int,
@@ -38,6 +39,7 @@ DEFAULTS: dict[str, Any] = {
     "dp_attention": 1,
     "ep": 1,
     "weight_dtype": "bf16",
+    "expert_weight_dtype": "",
     "kv_format": "bf16",
     "reserve_per_gpu_bytes": 0,
     "phase": "decode",
@@ -50,7 +52,8 @@ class DeploymentConfig:
     """One operating point: model + hardware + GPU count + layout + precision + load.
 
     batch counts concurrent requests in the whole deployment (all n_gpus); context_tokens is the KV
-    length per request at the step (decode) or the prompt length (prefill).
+    length per request at the step (decode) or the prompt length (prefill). expert_weight_dtype is the
+    routed experts' storage dtype ("" = weight_dtype), e.g. "mxfp4" for weight-only MXFP4 experts.
     """
 
     name: str
@@ -62,6 +65,7 @@ class DeploymentConfig:
     dp_attention: int
     ep: int
     weight_dtype: str
+    expert_weight_dtype: str
     kv_format: str
     batch: int
     context_tokens: int
@@ -75,7 +79,7 @@ class DeploymentConfig:
 
     @property
     def weight_bytes_per_gpu(self) -> float:
-        return weight_bytes_per_gpu(self.model, self.layout, self.weight_dtype)
+        return weight_bytes_per_gpu(self.model, self.layout, self.weight_dtype, self.expert_weight_dtype)
 
     @property
     def kv_capacity_requests(self) -> int:
@@ -88,6 +92,7 @@ class DeploymentConfig:
             self.kv_format,
             self.context_tokens,
             self.reserve_per_gpu_bytes,
+            self.expert_weight_dtype,
         )
 
     def settings(self) -> dict[str, Any]:
@@ -229,8 +234,16 @@ def validate(cfg: DeploymentConfig) -> None:
         (cfg.ep in (1, cfg.tp), f"ep must be 1 or tp={cfg.tp}, got {cfg.ep}; set --set ep=..."),
         (cfg.ep == 1 or m.is_moe, f"ep={cfg.ep} needs an MoE model, '{m.key}' is dense; set ep=1"),
         (
-            cfg.weight_dtype in WEIGHT_BYTES,
-            f"weight_dtype '{cfg.weight_dtype}' unknown; use one of: {', '.join(WEIGHT_BYTES)}",
+            cfg.weight_dtype in ("bf16", "fp8"),
+            f"weight_dtype '{cfg.weight_dtype}' unknown; use one of: bf16, fp8",
+        ),
+        (
+            cfg.expert_weight_dtype in ("", *WEIGHT_BYTES),
+            f"expert_weight_dtype '{cfg.expert_weight_dtype}' unknown; use one of: {', '.join(WEIGHT_BYTES)}",
+        ),
+        (
+            not cfg.expert_weight_dtype or m.is_moe,
+            f"expert_weight_dtype needs an MoE model, '{m.key}' is dense; remove it",
         ),
         (cfg.phase in PHASES, f"phase '{cfg.phase}' unknown; use one of: {', '.join(PHASES)}"),
         (cfg.peaks in PEAK_KINDS, f"peaks '{cfg.peaks}' unknown; use one of: {', '.join(PEAK_KINDS)}"),

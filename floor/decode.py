@@ -144,18 +144,23 @@ def resource_vector(cfg: DeploymentConfig) -> list[RawPart]:
     else:
         flops_per_pair = prefill_flops_per_pair = 4 * heads * m.head_dim
     if decode:
-        attended = min(ctx, topk) if topk else ctx
+        # sliding-window layers attend min(ctx, window) tokens (m.attention_spans)
+        spans = m.attention_spans(min(ctx, topk) if topk else ctx)
         add(
             "attn_core",
-            kv=n_layers * reqs * (attended + 1) * kv_bpt,
-            flops=n_layers * reqs * attended * flops_per_pair,
+            kv=sum(n * reqs * (att + 1) * kv_bpt for n, att in spans),
+            flops=sum(n * reqs * att * flops_per_pair for n, att in spans),
             launches=n_layers,
         )
     else:
+        windows = [(n, min(topk, att) if topk else att) for n, att in m.attention_spans(ctx)]
         add(
             "attn_core",
             kv=n_layers * reqs * ctx * kv_bpt * 2,
-            flops=n_layers * reqs * causal_pairs(ctx, topk) * prefill_flops_per_pair,
+            flops=sum(
+                n * reqs * causal_pairs(ctx, w if w < ctx else None) * prefill_flops_per_pair
+                for n, w in windows
+            ),
             launches=n_layers,
         )
 
@@ -200,12 +205,13 @@ def resource_vector(cfg: DeploymentConfig) -> list[RawPart]:
         pairs_gpu = tokens_replica * k / lay.ep
         touched = expected_distinct_experts(n_exp, k, tokens_replica, n_exp / lay.ep)
         p_exp = m.expert_params / lay.moe_tp
+        exp_dtype = cfg.expert_weight_dtype or cfg.weight_dtype
         add(
             "moe_experts",
-            weight=n_moe * touched * p_exp * wb,
+            weight=n_moe * touched * p_exp * WEIGHT_BYTES[exp_dtype],
             act=n_moe * pairs_gpu * 2 * d * ab,
             flops=n_moe * 2 * pairs_gpu * p_exp,
-            dtype=gemm,
+            dtype="fp8" if exp_dtype == "fp8" else "bf16",  # MXFP4 here is weight-only: BF16 activations
             launches=n_moe,
         )
         if m.n_shared_experts:

@@ -9,7 +9,8 @@ from .hardware import GpuSpec
 from .models import ModelSpec
 
 #: bytes per weight element for the supported weight dtypes (FP8 block scales, 4 B per 128x128, ignored).
-WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0}
+#: MXFP4 (OCP Microscaling spec v1.0): 4-bit E2M1 values plus one 8-bit E8M0 scale per block of 32.
+WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "mxfp4": 0.5 + 1.0 / 32}
 #: activations, embedding table and LM head stay BF16 in every supported configuration.
 ACT_BYTES = 2.0
 
@@ -78,9 +79,13 @@ def cache_bytes_per_token_gpu(model: ModelSpec, kv_format: str, attn_tp: int) ->
     return per_layer * model.n_layers
 
 
-def weight_bytes_per_gpu(model: ModelSpec, lay: Layout, weight_dtype: str) -> float:
-    """Resident weight bytes on one GPU (embedding, LM head and router in BF16)."""
+def weight_bytes_per_gpu(
+    model: ModelSpec, lay: Layout, weight_dtype: str, expert_weight_dtype: str = ""
+) -> float:
+    """Resident weight bytes on one GPU (embedding, LM head and router in BF16; routed experts in
+    expert_weight_dtype, or weight_dtype when it is empty)."""
     wb = WEIGHT_BYTES[weight_dtype]
+    wb_exp = WEIGHT_BYTES[expert_weight_dtype or weight_dtype]
     a = lay.attn_tp
     repl, sharded, kv_sharded = model.attn_params_split()
     attn = repl + sharded / a
@@ -93,7 +98,7 @@ def weight_bytes_per_gpu(model: ModelSpec, lay: Layout, weight_dtype: str) -> fl
     if model.is_moe:
         routed = model.n_routed_experts / lay.ep * model.expert_params / lay.moe_tp
         shared = model.n_shared_experts * model.expert_params / a
-        total += model.moe_layers * ((routed + shared) * wb + model.router_params * ACT_BYTES)
+        total += model.moe_layers * (routed * wb_exp + shared * wb + model.router_params * ACT_BYTES)
     heads = 1 if model.tied_embeddings else 2
     total += heads * model.embedding_params / a * ACT_BYTES
     return total
@@ -107,9 +112,17 @@ def kv_capacity_requests(
     kv_format: str,
     context_tokens: int,
     reserve_per_gpu_bytes: float,
+    expert_weight_dtype: str = "",
 ) -> int:
-    """Concurrent requests of `context_tokens` that fit in the whole deployment beside weights and reserve."""
-    free = gpu.hbm_bytes - weight_bytes_per_gpu(model, lay, weight_dtype) - reserve_per_gpu_bytes
+    """Concurrent requests of `context_tokens` that fit in the whole deployment beside weights and reserve.
+
+    Every layer is assumed to cache the whole context, sliding-window layers too (conservative).
+    """
+    free = (
+        gpu.hbm_bytes
+        - weight_bytes_per_gpu(model, lay, weight_dtype, expert_weight_dtype)
+        - reserve_per_gpu_bytes
+    )
     per_request = context_tokens * cache_bytes_per_token_gpu(model, kv_format, lay.attn_tp)
     if free <= 0 or per_request <= 0:
         return 0

@@ -43,6 +43,8 @@ class ModelSpec:
     n_routed_experts: int = 0
     experts_per_token: int = 0
     n_shared_experts: int = 0
+    sliding_window: int = 0
+    n_sliding_layers: int = 0
     published_params_total: float = 0.0
     published_params_active: float = 0.0
 
@@ -62,6 +64,12 @@ class ModelSpec:
     @property
     def dense_layers(self) -> int:
         return self.n_dense_layers if self.is_moe else self.n_layers
+
+    def attention_spans(self, attended: int) -> tuple[tuple[int, int], ...]:
+        """(layers, tokens attended per query) per attention kind; sliding-window layers see the window."""
+        n_sw = self.n_sliding_layers if self.sliding_window else 0
+        spans = ((self.n_layers - n_sw, attended), (n_sw, min(attended, self.sliding_window)))
+        return tuple(span for span in spans if span[0])
 
     # ---- attention geometry -------------------------------------------------------------------
     @property

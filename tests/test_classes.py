@@ -26,6 +26,8 @@ CASES = [
     ("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn", "gemm"),
     ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>", "gemm"),
     ("fused_moe_kernel", "moe_experts"),
+    ("_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1", "moe_experts"),
+    ("_combined_routing_compute", "moe_routing"),
     ("void vllm::moe::grouped_topk_kernel<float>(float*)", "moe_routing"),
     ("void vllm::moe::topkGatingSoftmax<8, 256>(float const*)", "moe_routing"),
     ("void moe_align_block_size_kernel<int>(int*)", "moe_routing"),
