@@ -161,11 +161,19 @@ def analyze(store: Store, fmt: str, out_path: Path | None, config: str | None, b
         sys.exit(GATE_EXIT[report["verdict"]])
 
 
-def _register_floor_commands() -> None:
-    from tracekit.cli_floor import configs_cmd, floor_cmd, walls_cmd
+# Commands that live in their own modules: (module, attribute names of click commands).
+COMMAND_MODULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("tracekit.cli_floor", ("floor_cmd", "walls_cmd", "configs_cmd")),
+)
 
-    for command in (floor_cmd, walls_cmd, configs_cmd):
-        main.add_command(command)
+
+def _register_commands() -> None:
+    import importlib
+
+    for module_name, names in COMMAND_MODULES:
+        module = importlib.import_module(module_name)
+        for name in names:
+            main.add_command(getattr(module, name))
 
 
-_register_floor_commands()
+_register_commands()
