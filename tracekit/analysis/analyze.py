@@ -54,7 +54,9 @@ def _median(values: list[int]) -> int:
 
 
 @dataclass
-class _DeviceResult:
+class DeviceAnalysis:
+    """One device's operations, how its steps were found, and each analysed step's accounting."""
+
     ops: DeviceOps
     source: StepSource
     accounts: list[StepAccount]
@@ -63,7 +65,7 @@ class _DeviceResult:
 
 
 def _analyze_device(store: Store, ops: DeviceOps, opts: AnalyzeOptions, host: HostActivity,
-                    communication: frozenset[str]) -> _DeviceResult:
+                    communication: frozenset[str]) -> DeviceAnalysis:
     windows, source = find_steps(store.con, ops, opts.step_regex)
     if opts.skip_steps:
         if opts.skip_steps >= len(windows):
@@ -77,13 +79,13 @@ def _analyze_device(store: Store, ops: DeviceOps, opts: AnalyzeOptions, host: Ho
         accounts.append(acc)
         causes.append(by_cause)
         nexts.append(next_op)
-    return _DeviceResult(ops, source, accounts, causes, nexts)
+    return DeviceAnalysis(ops, source, accounts, causes, nexts)
 
 
-def _top_gaps(store: Store, results: list[_DeviceResult], hosts: dict[int, HostActivity],
+def _top_gaps(store: Store, results: list[DeviceAnalysis], hosts: dict[int, HostActivity],
               limit: int) -> list[dict[str, Any]]:
     """The longest gaps of all steps, each with its causes and what the launching thread was doing."""
-    candidates: list[tuple[int, _DeviceResult, int, int]] = []
+    candidates: list[tuple[int, DeviceAnalysis, int, int]] = []
     for res in results:
         for a_idx, acc in enumerate(res.accounts):
             lengths = acc.gaps.ends - acc.gaps.starts
@@ -127,15 +129,28 @@ def _floor_section(opts: AnalyzeOptions, step_p50: int) -> tuple[dict[str, Any] 
     return section, result, cfg.settings()
 
 
+@dataclass
+class Analysis:
+    """The v1 report and the per-device detail behind it (for timelines and exports)."""
+
+    report: dict[str, Any]
+    devices: list[DeviceAnalysis]
+
+
 def analyze(store: Store, opts: AnalyzeOptions) -> dict[str, Any]:
     """Run the whole analysis over an open store and return the v1 report document."""
+    return run_analysis(store, opts).report
+
+
+def run_analysis(store: Store, opts: AnalyzeOptions) -> Analysis:
+    """Run the whole analysis over an open store: the report and its per-device detail."""
     rules = load_rules(opts.config)
     con = store.con
     pairs = prepare(con, rules)
     caveats = capture_caveats(con)
     marker = opts.step_regex or PROFILER_STEP_REGEX
     hosts: dict[int, HostActivity] = {}
-    results: list[_DeviceResult] = []
+    results: list[DeviceAnalysis] = []
     for rank, device in pairs:
         if rank not in hosts:
             hosts[rank] = HostActivity.load(con, rank, marker)
@@ -178,7 +193,7 @@ def analyze(store: Store, opts: AnalyzeOptions) -> dict[str, Any]:
         per_rank[a.rank].append(a.dur_ns)
     rank_p50 = {r: _median(v) for r, v in per_rank.items()}
     slowest = max(rank_p50, key=lambda r: rank_p50[r]) if rank_p50 else None
-    return {
+    report = {
         "schema": REPORT_SCHEMA,
         "inputs": [{"rank": f.rank, "path": str(f.source), "format": f.fmt} for f in store.files],
         "config": {"name": opts.config, "overrides": opts.overrides, "effective": effective,
@@ -198,9 +213,10 @@ def analyze(store: Store, opts: AnalyzeOptions) -> dict[str, Any]:
         "reasons": reasons,
         "caveats": [c.text for c in caveats] + store.warnings,
     }
+    return Analysis(report, results)
 
 
-def _kernel_time(results: list[_DeviceResult]) -> dict[str, list[tuple[str, int]]]:
+def _kernel_time(results: list[DeviceAnalysis]) -> dict[str, list[tuple[str, int]]]:
     """Per class, its kernels' total time in the analysed steps, largest first."""
     frames = []
     for res in results:
@@ -218,7 +234,7 @@ def _kernel_time(results: list[_DeviceResult]) -> dict[str, list[tuple[str, int]
     return by_class
 
 
-def _classes(accounts: list[StepAccount], results: list[_DeviceResult], communication: frozenset[str],
+def _classes(accounts: list[StepAccount], results: list[DeviceAnalysis], communication: frozenset[str],
              budgets: dict[str, int], opts: AnalyzeOptions, step_p50: int) -> list[dict[str, Any]]:
     names = sorted({c for a in accounts for c, ns in a.measured_by_class.items() if ns > 0})
     kernel_time = _kernel_time(results)
@@ -245,7 +261,7 @@ def _classes(accounts: list[StepAccount], results: list[_DeviceResult], communic
     return rows
 
 
-def _verdict(opts: AnalyzeOptions, results: list[_DeviceResult], caveats: list, floor_section: dict | None,
+def _verdict(opts: AnalyzeOptions, results: list[DeviceAnalysis], caveats: list, floor_section: dict | None,
              host_gaps: dict, exposed_comm: dict, classes: list[dict], step_p50: int) -> tuple[str, list[str]]:
     reasons: list[str] = []
     blocking = [c.text for c in caveats if c.kind == "graph_whole"]
