@@ -139,12 +139,14 @@ def render_table(doc: Document, console: Console) -> None:
     for n in doc.notes:
         console.print(Text("• " + inert(n)))
     for t in doc.tables:
-        rt = RichTable(title=Text(inert(t.title)), title_justify="left", caption=t.note and Text(inert(t.note)))
+        rt = RichTable(title=Text(inert(t.title), style="bold"), title_justify="left")
         for c in t.frame.columns:
             rt.add_column(Text(c), justify="right" if t.frame[c].dtype.is_numeric() else "left")
         for row in t.frame.iter_rows():
             rt.add_row(*(Text(_cell(v)) for v in row))
         console.print(rt)
+        if t.note:
+            console.print(Text(inert(t.note)))
     for title, text in doc.blocks:
         console.print(Text(inert(title), style="bold"))
         console.print(Text(inert(text)), soft_wrap=True)

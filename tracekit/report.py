@@ -47,8 +47,9 @@ def report_document(report: dict[str, Any]) -> Document:
         note=f"total {_ms(hg['total_ns'])} ms = {_pct(hg['fraction'])}% of the step",
     ))
     if hg["top"]:
-        tables.append(Table("longest gaps", pl.DataFrame([{
-            "rank": g["rank"], "device": g["device"], "step": g["step"], "ms": _ms(g["dur_ns"]), "cause": g["cause"],
+        tables.append(Table("costliest gaps (repeats across steps collapsed)", pl.DataFrame([{
+            "rank": g["rank"], "device": g["device"], "times": g["occurrences"], "total ms": _ms(g["total_ns"]),
+            "longest ms": _ms(g["dur_ns"]), "cause": g["cause"],
             "next kernel": g["next_kernel"], "host range": (g.get("host") or {}).get("range"),
             "host call": (g.get("host") or {}).get("api_call"),
         } for g in hg["top"]])))

@@ -84,29 +84,36 @@ def _analyze_device(store: Store, ops: DeviceOps, opts: AnalyzeOptions, host: Ho
 
 def _top_gaps(store: Store, results: list[DeviceAnalysis], hosts: dict[int, HostActivity],
               limit: int) -> list[dict[str, Any]]:
-    """The longest gaps of all steps, each with its causes and what the launching thread was doing."""
-    candidates: list[tuple[int, DeviceAnalysis, int, int]] = []
+    """The gaps that cost most, with repeats across steps collapsed: gaps before the same kernel on the
+    same device form one finding (occurrences, total), shown by its longest instance with its causes and
+    what the launching host thread was doing."""
+    groups: dict[tuple[int, int, str], dict[str, Any]] = {}
     for res in results:
-        for a_idx, acc in enumerate(res.accounts):
-            lengths = acc.gaps.ends - acc.gaps.starts
-            for g_idx in np.argsort(-lengths, kind="stable")[:limit]:
-                candidates.append((int(lengths[g_idx]), res, a_idx, int(g_idx)))
-    candidates.sort(key=lambda c: -c[0])
+        for acc in res.accounts:
+            if len(acc.gaps) == 0:
+                continue
+            nxt = np.searchsorted(res.ops.start_ns, acc.gaps.ends, side="left")
+            for g0, g1, j in zip(acc.gaps.starts.tolist(), acc.gaps.ends.tolist(), nxt.tolist(), strict=True):
+                name = str(res.ops.name[j]) if j < len(res.ops) else ""
+                g = groups.setdefault((res.ops.rank, res.ops.device_id, name),
+                                      {"res": res, "occurrences": 0, "total_ns": 0, "longest": (0, 0, 0, "")})
+                g["occurrences"] += 1
+                g["total_ns"] += g1 - g0
+                if g1 - g0 > g["longest"][0]:
+                    g["longest"] = (g1 - g0, g0, g1, acc.window.label)
     top = []
-    for length, res, a_idx, g_idx in candidates[:limit]:
-        acc = res.accounts[a_idx]
-        g0, g1 = int(acc.gaps.starts[g_idx]), int(acc.gaps.ends[g_idx])
-        one = iv.Intervals(np.array([g0]), np.array([g1]))
-        by_cause, nxt = attribute_gaps(one, res.ops, hosts[res.ops.rank])
+    for (rank, device, name), g in sorted(groups.items(), key=lambda kv: -kv[1]["total_ns"])[:limit]:
+        res: DeviceAnalysis = g["res"]
+        length, g0, g1, label = g["longest"]
+        by_cause, nxt = attribute_gaps(iv.Intervals(np.array([g0]), np.array([g1])), res.ops, hosts[rank])
         j = int(nxt[0])
         entry: dict[str, Any] = {
-            "rank": res.ops.rank, "device": res.ops.device_id, "step": acc.window.label,
-            "start_ns": g0, "dur_ns": length, "by_cause": by_cause,
+            "rank": rank, "device": device, "next_kernel": name or None, "occurrences": g["occurrences"],
+            "total_ns": g["total_ns"], "step": label, "start_ns": g0, "dur_ns": length, "by_cause": by_cause,
             "cause": max(by_cause, key=lambda c: by_cause[c]),
-            "next_kernel": str(res.ops.name[j]) if j >= 0 else None,
         }
         if j >= 0 and res.ops.launch_tid[j] >= 0:
-            entry["host"] = gap_context(store.con, res.ops.rank, int(res.ops.pid[j]), int(res.ops.launch_tid[j]), g0)
+            entry["host"] = gap_context(store.con, rank, int(res.ops.pid[j]), int(res.ops.launch_tid[j]), g0)
         top.append(entry)
     return top
 
