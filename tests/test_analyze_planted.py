@@ -105,3 +105,21 @@ def test_skip_steps_drops_warmup_and_too_many_is_a_usage_error(tmp_path: Path) -
     assert report["steps"]["count"] == 2
     result = CliRunner().invoke(main, ["analyze", str(path), "--no-cache", "--skip-steps", "9"])
     assert result.exit_code == 2 and "--skip-steps" in result.stderr
+
+
+@pytest.mark.parametrize("fmt", ["nsys", "kineto"])
+def test_slowest_rank_is_named_across_files(tmp_path: Path, fmt: str) -> None:
+    import dataclasses
+
+    fast, _ = decode_capture(budgets())
+    slow, slow_truth = decode_capture(budgets(), gaps=GAPS)
+    (tmp_path / "r0").mkdir()
+    (tmp_path / "r1").mkdir()
+    write(fast, tmp_path / "r0", fmt)
+    write(dataclasses.replace(slow, rank=1), tmp_path / "r1", fmt)
+    suffix = "capture.sqlite" if fmt == "nsys" else "capture.json.gz"
+    _, report = analyze_json(tmp_path / "r0" / suffix, str(tmp_path / "r1" / suffix), "--config", CONFIG)
+    steps = report["steps"]
+    assert steps["slowest_rank"] == 1 and steps["count"] == 2 * slow_truth.steps
+    assert close(steps["per_rank_p50_ns"]["1"], slow_truth.step_ns)
+    assert steps["straggler_ratio"] > 1.0
