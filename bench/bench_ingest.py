@@ -148,7 +148,7 @@ def make_trace(workdir: Path, n_kernels: int) -> tuple[Path, float | None]:
     from fixtures.synth import write_nsys_bulk
 
     generator = hashlib.sha256()
-    for source in sorted((REPO / "fixtures").glob("synth.py")) + sorted((REPO / "fixtures").glob("*.tsv")):
+    for source in sorted((REPO / "fixtures").glob("s*.py")) + sorted((REPO / "fixtures").glob("*.tsv")):
         generator.update(source.read_bytes())
     path = workdir / f"synthetic_{n_kernels}_{generator.hexdigest()[:8]}.sqlite"
     if path.exists():
