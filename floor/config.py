@@ -13,7 +13,7 @@ from .hardware import GpuSpec, get_gpu
 from .layout import WEIGHT_BYTES, Layout, kv_capacity_requests, weight_bytes_per_gpu
 from .models import ModelSpec, get_model
 
-PHASES = ("decode", "prefill")
+PHASES = ("decode", "prefill", "training")
 PEAK_KINDS = ("achievable", "physical")
 
 #: settable fields and their TOML/--set types. `model` and `hardware` are catalog keys.
@@ -33,7 +33,23 @@ FIELD_TYPES: dict[str, type] = {
     "reserve_per_gpu_bytes": int,
     "phase": str,
     "peaks": str,
+    # training only (phase = "training"): batch = global batch in sequences, context_tokens = sequence length
+    "micro_batch": int,
+    "dp": int,
+    "pp": int,
+    "sp": int,
+    "pp_interleave": int,
+    "recompute": str,
+    "attention_kernel": str,
+    "optimizer": str,
+    "zero": int,
+    "grad_overlap": bool,
+    "grad_dtype": str,
+    "capacity_factor": float,
 }
+#: fields that only training configs use; settings() shows them for training configs only.
+TRAINING_FIELDS = ("micro_batch", "dp", "pp", "sp", "pp_interleave", "recompute", "attention_kernel", "optimizer",
+                   "zero", "grad_overlap", "grad_dtype", "capacity_factor")
 DEFAULTS: dict[str, Any] = {
     "description": "",
     "dp_attention": 1,
@@ -44,6 +60,18 @@ DEFAULTS: dict[str, Any] = {
     "reserve_per_gpu_bytes": 0,
     "phase": "decode",
     "peaks": "achievable",
+    "micro_batch": 1,
+    "dp": 0,
+    "pp": 1,
+    "sp": 1,
+    "pp_interleave": 1,
+    "recompute": "none",
+    "attention_kernel": "fa2",
+    "optimizer": "adam",
+    "zero": 0,
+    "grad_overlap": True,
+    "grad_dtype": "fp32",
+    "capacity_factor": 1.0,
 }
 
 
@@ -72,6 +100,18 @@ class DeploymentConfig:
     reserve_per_gpu_bytes: int
     phase: str
     peaks: str
+    micro_batch: int = 1
+    dp: int = 0
+    pp: int = 1
+    sp: int = 1
+    pp_interleave: int = 1
+    recompute: str = "none"
+    attention_kernel: str = "fa2"
+    optimizer: str = "adam"
+    zero: int = 0
+    grad_overlap: bool = True
+    grad_dtype: str = "fp32"
+    capacity_factor: float = 1.0
 
     @property
     def layout(self) -> Layout:
@@ -100,7 +140,8 @@ class DeploymentConfig:
         out = {k: getattr(self, k) for k in FIELD_TYPES if k not in ("model", "hardware")}
         out["model"] = self.model.key
         out["hardware"] = self.hardware.key
-        return {k: out[k] for k in FIELD_TYPES}
+        keys = [k for k in FIELD_TYPES if self.phase == "training" or k not in TRAINING_FIELDS]
+        return {k: out[k] for k in keys}
 
 
 def _configs_dir():
@@ -162,7 +203,9 @@ def _check_types(raw: dict[str, Any], origin: str) -> None:
         if key not in FIELD_TYPES:
             raise ConfigError(f"{origin}: unknown key '{key}'; valid keys: extends, {', '.join(FIELD_TYPES)}")
         want = FIELD_TYPES[key]
-        if isinstance(value, bool) or not isinstance(value, want):
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            raw[key] = value = float(value)
+        if (isinstance(value, bool) and want is not bool) or not isinstance(value, want):
             raise ConfigError(
                 f"{origin}: key '{key}' must be {want.__name__}, got {type(value).__name__} "
                 f"{value!r}; fix the value"
@@ -175,6 +218,16 @@ def parse_override(key: str, text: str) -> Any:
         raise ConfigError(f"--set: unknown key '{key}'; valid keys: {', '.join(FIELD_TYPES)}")
     if FIELD_TYPES[key] is str:
         return text
+    if FIELD_TYPES[key] is bool:
+        low = text.strip().lower()
+        if low not in ("true", "false", "1", "0", "on", "off"):
+            raise ConfigError(f"--set {key}={text}: not a boolean; give true or false")
+        return low in ("true", "1", "on")
+    if FIELD_TYPES[key] is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise ConfigError(f"--set {key}={text}: not a number; give a number such as {key}=1.25") from None
     units = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 1e3, "mb": 1e6, "gb": 1e9, "k": 1e3}
     low, scale = text.strip().lower().replace("_", ""), 1.0
     for suffix, mult in units.items():
@@ -216,6 +269,11 @@ def load_config(name_or_path: str, overrides: dict[str, str] | None = None) -> D
 
 def validate(cfg: DeploymentConfig) -> None:
     """Raise ConfigError (one line) for a layout, precision or load the floor cannot model."""
+    if cfg.phase == "training":
+        from .training_config import validate_training
+
+        validate_training(cfg)
+        return
     m = cfg.model
     checks = [
         (

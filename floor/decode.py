@@ -34,6 +34,7 @@ CLASS_NAMES: tuple[str, ...] = (
     "sendrecv",
     "sampling",
     "embedding",
+    "optimizer",
 )
 
 #: FP32 logits.

@@ -142,6 +142,10 @@ def _times(raw: RawPart, cfg: DeploymentConfig) -> tuple[float, float, float]:
 def compute_floor(cfg: DeploymentConfig) -> FloorResult:
     """Resource vector -> per-class times -> t_opt (max over resources) and t_sum (sum)."""
     validate(cfg)
+    if cfg.phase == "training":
+        from .training import training_floor
+
+        return training_floor(cfg)
     parts: list[ClassPart] = []
     for raw in resource_vector(cfg):
         hbm_s, comp_s, net_s = _times(raw, cfg)

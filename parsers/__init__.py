@@ -10,6 +10,7 @@ cannot read, and records what it skipped in ``read_notes``. Readers know nothing
 from __future__ import annotations
 
 import gzip
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,25 +27,26 @@ GZIP_MAGIC = b"\x1f\x8b"
 def detect_format(path: Path) -> str:
     """Return 'nsys' or 'kineto' from the file's first bytes; InputError otherwise."""
     if not path.exists():
-        raise InputError(f"{path}: no such file")
+        raise InputError(f"{path}: no such file; check the path")
     if path.is_dir():
         raise InputError(f"{path}: is a directory (give trace files, or a directory of them where allowed)")
     with path.open("rb") as f:
         head = f.read(16)
     if not head:
-        raise InputError(f"{path}: empty file, not a trace")
+        raise InputError(f"{path}: empty file, not a trace; copy or export it again")
     if head.startswith(SQLITE_MAGIC):
         return "nsys"
     if head.startswith(GZIP_MAGIC):
         try:
             with gzip.open(path, "rb") as g:
                 head = g.read(64)
-        except (OSError, EOFError) as exc:
-            raise InputError(f"{path}: corrupt gzip ({exc})") from None
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(f"{path}: corrupt gzip ({exc}); copy the file again") from None
     if head.lstrip()[:1] in (b"{", b"["):
         return "kineto"
     raise InputError(
-        f"{path}: not a trace (expected an Nsight Systems SQLite export or a PyTorch profiler JSON trace)"
+        f"{path}: not a trace (expected an Nsight Systems SQLite export or a PyTorch profiler JSON trace); "
+        "export .nsys-rep files with `nsys export --type sqlite`"
     )
 
 

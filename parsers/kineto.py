@@ -4,7 +4,7 @@ Why this shape: a Kineto file is one JSON object whose ``traceEvents`` list can 
 holds several copies of it as Python objects (HTA needs 4-5x the JSON size). Here the file's bytes are
 held once; msgspec splits ``traceEvents`` into zero-copy ``Raw`` slices of that buffer, and each chunk of
 events is decoded into small typed structs (only the fields the store needs), turned into Arrow columns
-and appended to the store by DuckDB SQL. Peak memory is about 1.6-1.9x the JSON size.
+and appended to the store by DuckDB SQL. Peak memory is about 1.5x the JSON size (1 GB bench).
 
 Times: ``ts``/``dur`` are microseconds, integers before PyTorch 2.4 and decimals with 3 places (ns)
 after. They are kept as their JSON text and converted exactly by DuckDB's DECIMAL cast:
@@ -198,7 +198,7 @@ def _read_bytes(path: Path) -> bytearray:
                     buffer += block
             return buffer
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
-        raise InputError(f"{path}: corrupt gzip ({exc})") from None
+        raise InputError(f"{path}: corrupt gzip ({exc}); copy the file again") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc})") from None
 
@@ -239,16 +239,19 @@ class _Reader:
             if first == b"[":
                 return {}, _RAW_LIST_DECODER.decode(buffer)
             if first != b"{":
-                raise InputError(f"{self.path}: not a PyTorch profiler trace (not a JSON object or list)")
+                raise InputError(f"{self.path}: not a PyTorch profiler trace (not a JSON object or list); "
+                                 "give the file torch.profiler wrote (*.pt.trace.json[.gz])")
             top = msgspec.json.decode(buffer, type=dict[str, msgspec.Raw])
             if "traceEvents" not in top:
-                raise InputError(f"{self.path}: not a PyTorch profiler trace (no traceEvents)")
+                raise InputError(f"{self.path}: not a PyTorch profiler trace (no traceEvents); "
+                                 "give the file torch.profiler wrote (*.pt.trace.json[.gz])")
             return top, _RAW_LIST_DECODER.decode(top["traceEvents"])
         except msgspec.ValidationError:
-            raise InputError(f"{self.path}: not a PyTorch profiler trace (traceEvents is no list)") from None
+            raise InputError(f"{self.path}: not a PyTorch profiler trace (traceEvents is no list); "
+                             "give the file torch.profiler wrote (*.pt.trace.json[.gz])") from None
         except msgspec.DecodeError as exc:
             problem = "truncated JSON" if "truncated" in str(exc) else "invalid JSON"
-            raise InputError(f"{self.path}: {problem} ({exc})") from None
+            raise InputError(f"{self.path}: {problem} ({exc}); copy the file again") from None
 
     def _meta_value(self, key: str) -> Any:
         """A top-level metadata value decoded, or None when absent or not JSON we can read."""
@@ -269,7 +272,8 @@ class _Reader:
     def run(self) -> None:
         """Decode the events chunk by chunk, then write the per-file rows and derived columns."""
         if not self.raw_events:
-            raise InputError(f"{self.path}: not a PyTorch profiler trace (no trace events)")
+            raise InputError(f"{self.path}: not a PyTorch profiler trace (no trace events); "
+                             "give the file torch.profiler wrote (*.pt.trace.json[.gz])")
         n_events = len(self.raw_events)
         recognised = 0
         for start in range(0, n_events, CHUNK_EVENTS):
@@ -278,11 +282,17 @@ class _Reader:
             self.raw_events[start:stop] = [None] * (stop - start)  # free the slices as we go
             recognised += self._load_chunk(events)
         if recognised == 0:
-            raise InputError(f"{self.path}: not a PyTorch profiler trace (no trace events with a phase)")
+            raise InputError(f"{self.path}: not a PyTorch profiler trace (no trace events with a phase); "
+                             "give the file torch.profiler wrote (*.pt.trace.json[.gz])")
         n_gpu = sum(self.con.execute(f"SELECT count(*) FROM {t} WHERE rank IS NOT DISTINCT FROM $rank",
                                      {"rank": self.rank}).fetchone()[0] for t in ("kernels", "memops"))
         if n_gpu == 0:
-            raise InputError(f"{self.path}: no GPU events (CPU-only trace: no kernel, memcpy or memset)")
+            unreadable = self.skipped["(no readable ts/dur: gpu)"]
+            if unreadable:
+                raise InputError(f"{self.path}: no GPU event with readable times ({unreadable} with ts/dur missing or "
+                                 "beyond int64 ns); the trace is damaged: export or capture it again")
+            raise InputError(f"{self.path}: no GPU events (CPU-only trace: no kernel, memcpy or memset); profile "
+                             "with torch.profiler.ProfilerActivity.CUDA")
         self._finish()
 
     def _decode(self, raw: msgspec.Raw | None) -> _Event | None:

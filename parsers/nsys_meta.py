@@ -68,16 +68,18 @@ def _check_header(path: Path) -> None:
     with path.open("rb") as f:
         head = f.read(100)
     if not head.startswith(SQLITE_HEADER):
-        raise InputError(f"{path}: not an SQLite file (expected an Nsight Systems SQLite export)")
+        raise InputError(f"{path}: not an SQLite file (expected an Nsight Systems SQLite export); "
+                         "export it with `nsys export --type sqlite`")
     if len(head) < 100:
-        raise InputError(f"{path}: truncated SQLite file (header incomplete)")
+        raise InputError(f"{path}: truncated SQLite file (header incomplete); copy or export it again")
     page_size = int.from_bytes(head[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(head[28:32], "big")
     # The in-header page count is valid only when the change counter equals "version-valid-for".
     if head[24:28] == head[92:96] and pages and path.stat().st_size < pages * page_size:
         size = path.stat().st_size
-        raise InputError(f"{path}: truncated SQLite file ({size} bytes, header declares {pages * page_size})")
+        raise InputError(f"{path}: truncated SQLite file ({size} bytes, header declares {pages * page_size}); "
+                         "copy or export it again")
 
 
 def _text(value: object) -> tuple[str | None, bool]:
@@ -107,23 +109,25 @@ def inspect_export(path: Path) -> ExportInfo:
     try:
         return _inspect(path, uri, db)
     except sqlite3.DatabaseError as exc:
-        raise InputError(f"{path}: corrupt SQLite file ({exc})") from None
+        raise InputError(f"{path}: corrupt SQLite file ({exc}); copy or export it again") from None
     finally:
         db.close()
 
 
 def _inspect(path: Path, uri: str, db: sqlite3.Connection) -> ExportInfo:
     names = [r[0].decode() for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-    tables = {t: [r[1].decode() for r in db.execute(f'PRAGMA table_info("{t}")')] for t in names}
+    # Table names come from the file: passed as a parameter, never spliced into the SQL text.
+    tables = {t: [r[0].decode() for r in db.execute("SELECT name FROM pragma_table_info(?)", (t,))] for t in names}
     info = ExportInfo(uri=uri, tables=tables)
     is_nsys = "StringIds" in tables and any(
         t.startswith("CUPTI_ACTIVITY_KIND_") or t in META_TABLES for t in tables
     )
     if not is_nsys:
-        raise InputError(f"{path}: SQLite file is not an Nsight Systems export (no StringIds/CUPTI tables)")
+        raise InputError(f"{path}: SQLite file is not an Nsight Systems export (no StringIds/CUPTI tables); "
+                         "export the .nsys-rep with `nsys export --type sqlite`")
     kernels = info.table(KERNEL_TABLE)
     if kernels is None or db.execute(f"SELECT 1 FROM {kernels} LIMIT 1").fetchone() is None:
-        raise InputError(f"{path}: Nsight Systems export has no CUDA kernels")
+        raise InputError(f"{path}: Nsight Systems export has no CUDA kernels; capture with `nsys profile -t cuda`")
     _read_meta(info, db)
     _read_gpus(info, db)
     if (processes := info.table("PROCESSES")) is not None:

@@ -34,6 +34,7 @@ def test_class_names_contract():
         "sendrecv",
         "sampling",
         "embedding",
+        "optimizer",
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from tracekit import __version__
-from tracekit.cli_common import input_options
+from tracekit.cli_common import Inputs, input_options, input_paths_options
 from tracekit.errors import InputError
 from tracekit.output import Document, Table, emit, output_options
 from tracekit.store import Store
@@ -28,6 +28,10 @@ class TracekitGroup(click.Group):
             return super().invoke(ctx)
         except (InputError, ConfigError) as exc:
             click.echo(f"tracekit: error: {exc}", err=True)
+            sys.exit(USAGE_ERROR)
+        except click.UsageError as exc:  # a bad option value: one line too, not click's usage block
+            hint = f"; see `{exc.ctx.command_path} --help`" if exc.ctx is not None else ""
+            click.echo(f"tracekit: error: {' '.join(exc.format_message().split()).rstrip('.')}{hint}", err=True)
             sys.exit(USAGE_ERROR)
         except KeyboardInterrupt:
             click.echo("tracekit: interrupted", err=True)
@@ -66,7 +70,11 @@ def ingest(store: Store, fmt: str, out_path: Path | None) -> None:
         "reused": [f.reused for f in store.files],
         "store": [str(f.db) for f in store.files],
     })
-    emit(Document("tracekit ingest", [Table("stores", frame)], notes=store.warnings), fmt, out_path)
+    stages = pl.DataFrame({"stage": list(store.stages), "seconds": [round(v, 3) for v in store.stages.values()]},
+                          schema={"stage": pl.String, "seconds": pl.Float64})
+    emit(Document("tracekit ingest", [Table("stores", frame),
+                                      Table("stages", stages, note="seconds per ingest stage, summed over files")],
+                  notes=store.warnings), fmt, out_path)
 
 
 @main.command()
@@ -116,7 +124,7 @@ def parse_sets(values: tuple[str, ...]) -> dict[str, str]:
 
 
 @main.command()
-@input_options
+@input_paths_options
 @output_options
 @click.option("--config", default=None, help="Named config (see `tracekit configs`) or a TOML file.")
 @click.option("--batch", type=click.IntRange(min=1), default=None,
@@ -131,14 +139,19 @@ def parse_sets(values: tuple[str, ...]) -> dict[str, str]:
               help="Residual ratio under which a step is near the floor; also the over-budget ratio.")
 @click.option("--gate", is_flag=True,
               help="Exit 0 near-floor, 10 pipeline, 11 kernel, 12 inconclusive (usage errors stay 2).")
-def analyze(store: Store, fmt: str, out_path: Path | None, config: str | None, batch: int | None,
+@click.option("--plots", "plots_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Also write the charts as PNG and SVG into DIR (matplotlib); the Markdown report links them.")
+@click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+              help="Where ingest and per-rank analysis run: here, or as Dask tasks (pip install 'tracekit[dask]').")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="With --engine dask: a running Dask scheduler (default: a local cluster of --jobs workers).")
+def analyze(inputs: Inputs, fmt: str, out_path: Path | None, config: str | None, batch: int | None,
             context: int | None, sets: tuple[str, ...], step_regex: str | None, skip_steps: int,
-            threshold: float, gate: bool) -> None:
+            threshold: float, gate: bool, plots_dir: Path | None, engine: str, scheduler: str | None) -> None:
     """Floor-first triage: steps, host gaps, exposed communication, classes over budget, ncu targets."""
     import re
 
-    from tracekit.analysis.analyze import GATE_EXIT, AnalyzeOptions
-    from tracekit.analysis.analyze import analyze as run_analysis
+    from tracekit.analysis.analyze import GATE_EXIT, AnalyzeOptions, run_analysis
     from tracekit.report import report_document
 
     overrides = parse_sets(sets)
@@ -155,8 +168,32 @@ def analyze(store: Store, fmt: str, out_path: Path | None, config: str | None, b
             raise click.BadParameter(f"{step_regex!r} is not a regex ({exc})", param_hint="--step") from None
     opts = AnalyzeOptions(config=config, overrides=overrides, step_regex=step_regex, skip_steps=skip_steps,
                           threshold=threshold)
-    report = run_analysis(store, opts)
-    emit(report_document(report), fmt, out_path)
+    if fmt == "html" and out_path is None:
+        raise InputError("--format html: needs --out FILE; the report is one self-contained HTML page")
+    if plots_dir is None and fmt != "html":  # the report alone: from the report cache, or on another engine
+        from tracekit.engine import analyze_inputs
+
+        analysis, report = None, analyze_inputs(inputs, opts, engine, scheduler)
+    else:
+        if engine != "local":
+            raise InputError(f"--engine {engine}: gives the report only; --plots and --format html need --engine local")
+        store = inputs.open()
+        click.get_current_context().call_on_close(store.close)
+        analysis = run_analysis(store, opts)
+        report = analysis.report
+    plots = []
+    if plots_dir is not None:
+        from tracekit.plots import write_plots
+
+        plots = write_plots(analysis, plots_dir)
+    if fmt == "html":
+        from tracekit.html_report import write_html_report
+
+        write_html_report(analysis, out_path)
+    else:
+        from tracekit.plots import emit_with_plots
+
+        emit_with_plots(report_document(report), fmt, out_path, plots)
     if gate:
         sys.exit(GATE_EXIT[report["verdict"]])
 
@@ -164,6 +201,11 @@ def analyze(store: Store, fmt: str, out_path: Path | None, config: str | None, b
 # Commands that live in their own modules: (module, attribute names of click commands).
 COMMAND_MODULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("tracekit.cli_floor", ("floor_cmd", "walls_cmd", "configs_cmd")),
+    ("tracekit.cli_predict", ("predict_cmd",)),
+    ("tracekit.cli_cost", ("cost_cmd",)),
+    ("tracekit.cli_reconcile", ("reconcile_cmd",)),
+    ("tracekit.cli_diff", ("diff_cmd",)),
+    ("tracekit.cli_export", ("export_cmd",)),
 )
 
 

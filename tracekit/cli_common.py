@@ -3,17 +3,77 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
-from tracekit.store import open_store
+from tracekit.store import IngestResult, Store, expand_inputs, open_store
 
 
-def input_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``FILE...`` plus ``--cache-dir``, ``--no-cache`` and ``--jobs``; passes an open ``store``."""
+@contextmanager
+def ingest_progress(paths: Sequence[Path], quiet: bool,
+                    stream: TextIO | None = None) -> Iterator[Callable[[IngestResult], None] | None]:
+    """A progress bar on ``stream`` (stderr) for the ingest of ``paths``: files done, input bytes per
+    second and time left. Yields the per-file callback for ``open_store``, or None (no bar) with
+    ``quiet`` or when the stream is not a terminal, so pipes and logs stay clean."""
+    stream = stream if stream is not None else sys.stderr
+    if quiet or not stream.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    files = expand_inputs(paths)
+    size = {str(f): (f.stat().st_size if f.is_file() else 0) for f in files}
+    progress = Progress(
+        TextColumn("ingest {task.fields[done]}/{task.fields[files]} files"), BarColumn(), TransferSpeedColumn(),
+        TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
+        console=Console(file=stream), transient=True,
+    )
+    with progress:
+        task = progress.add_task("ingest", total=sum(size[str(f)] for f in files) or 1, done=0, files=len(files))
+
+        def file_done(result: IngestResult) -> None:
+            done = progress.tasks[0].fields["done"] + 1
+            progress.update(task, advance=size.get(str(result.source), 0), done=done)
+
+        yield file_done
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The shared input options, not yet opened (for commands that choose where ingest runs)."""
+
+    paths: tuple[Path, ...]
+    cache_dir: Path | None = None
+    use_cache: bool = True
+    jobs: int = 1
+    quiet: bool = False
+
+    def open(self) -> Store:
+        """Ingest (or reuse) the inputs, with a progress bar on a terminal, and print the store's warnings."""
+        with ingest_progress(list(self.paths), self.quiet) as on_file_done:
+            store = open_store(list(self.paths), cache_dir=self.cache_dir, use_cache=self.use_cache, jobs=self.jobs,
+                               on_file_done=on_file_done)
+        for w in store.warnings:
+            click.echo(f"tracekit: warning: {w}", err=True)
+        return store
+
+
+def input_paths_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``FILE...`` plus ``--cache-dir``, ``--no-cache``, ``--jobs`` and ``--quiet``; passes ``inputs`` (unopened)."""
 
     @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
     @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -21,13 +81,23 @@ def input_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @click.option("--no-cache", is_flag=True, help="Ingest into a temporary store, discarded afterwards.")
     @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
                   help="Ingest this many files in parallel processes.")
+    @click.option("--quiet", "-q", is_flag=True,
+                  help="No progress bar (it shows only when stderr is a terminal).")
     @functools.wraps(command)
     def wrapper(*args: Any, inputs: tuple[Path, ...], cache_dir: Path | None, no_cache: bool, jobs: int,
-                **kwargs: Any) -> Any:
-        with open_store(list(inputs), cache_dir=cache_dir, use_cache=not no_cache, jobs=jobs) as store:
-            for w in store.warnings:
-                click.echo(f"tracekit: warning: {w}", err=True)
-            return command(*args, store=store, **kwargs)
+                quiet: bool, **kwargs: Any) -> Any:
+        return command(*args, inputs=Inputs(tuple(inputs), cache_dir, not no_cache, jobs, quiet), **kwargs)
 
     return wrapper
 
+
+def input_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``FILE...`` plus ``--cache-dir``, ``--no-cache``, ``--jobs`` and ``--quiet``; passes an open ``store``."""
+
+    @input_paths_options
+    @functools.wraps(command)
+    def wrapper(*args: Any, inputs: Inputs, **kwargs: Any) -> Any:
+        with inputs.open() as store:
+            return command(*args, store=store, **kwargs)
+
+    return wrapper

@@ -66,7 +66,7 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
         caveats.append(Caveat("unmatched_launch", rank, f"rank {rank}: {n} kernels without their launch call in "
                               "the capture (launched before it began, or API tracing off)"))
     for rank, kind, count, detail in con.execute(
-        "SELECT rank, kind, count, detail FROM read_notes ORDER BY rank, kind"
+        "SELECT rank, kind, count, detail FROM read_notes ORDER BY rank, kind, detail"
     ).fetchall():
         if kind == "unmatched_launch":
             continue  # counted above from the tables themselves

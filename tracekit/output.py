@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-FORMATS = ("table", "markdown", "csv", "json")
+FORMATS = ("table", "markdown", "csv", "json", "html")
 MAX_CELL_CHARS = 160
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -123,10 +123,15 @@ def render_markdown(doc: Document) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _inert_strings(frame: pl.DataFrame) -> pl.DataFrame:
+    """String cells with control characters escaped: CSV is printed to terminals too (ANSI escapes)."""
+    return frame.with_columns(pl.col(pl.String).map_elements(inert, return_dtype=pl.String, skip_nulls=True))
+
+
 def render_csv(doc: Document) -> str:
     if len(doc.tables) == 1:
-        return doc.tables[0].frame.write_csv()
-    parts = [f"# {inert(t.title)}\n{t.frame.write_csv()}" for t in doc.tables]
+        return _inert_strings(doc.tables[0].frame).write_csv()
+    parts = [f"# {inert(t.title)}\n{_inert_strings(t.frame).write_csv()}" for t in doc.tables]
     return "\n".join(parts)
 
 
@@ -157,6 +162,9 @@ def write_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is an ordinary file
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
@@ -173,6 +181,10 @@ def render(doc: Document, fmt: str, width: int | None = None) -> str:
         return render_csv(doc)
     if fmt == "json":
         return render_json(doc)
+    if fmt == "html":
+        from tracekit.html_report import document_html
+
+        return document_html(doc)
     buf = io.StringIO()
     render_table(doc, Console(file=buf, width=width or 200, force_terminal=False, color_system=None))
     return buf.getvalue()

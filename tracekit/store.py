@@ -15,8 +15,9 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from tracekit import __version__
 from tracekit.errors import InputError
 from tracekit.parsers import detect_format, reader_for
 from tracekit.parsers.schema import STORE_SCHEMA_VERSION, TABLES, create_tables
+from tracekit.store_checks import check_distinct_paths, check_same_capture, drop_damaged_records, mixed_gpu_warning
 
 TRACE_SUFFIXES = (".sqlite", ".json", ".json.gz")
 _SAMPLE_BYTES = 64 * 1024
@@ -56,11 +58,21 @@ def expand_inputs(paths: Iterable[Path]) -> list[Path]:
         if p.is_dir():
             found = sorted(c for c in p.iterdir() if c.is_file() and c.name.endswith(TRACE_SUFFIXES))
             if not found:
-                raise InputError(f"{p}: directory holds no trace files (*.sqlite, *.json, *.json.gz)")
+                raise InputError(f"{p}: directory holds no trace files (*.sqlite, *.json, *.json.gz); give the trace "
+                                 "files or the folder that holds them")
             files.extend(found)
         else:
             files.append(p)
     return files
+
+
+def _crc32(path: Path) -> int:
+    """CRC-32 of a whole file (about 2 GB/s): catches bytes damaged in place, which keep the size."""
+    crc = 0
+    with path.open("rb") as f:
+        while block := f.read(1 << 22):
+            crc = zlib.crc32(block, crc)
+    return crc
 
 
 def _manifest(db: Path) -> Path:
@@ -70,10 +82,11 @@ def _manifest(db: Path) -> Path:
 def _is_complete(db: Path) -> bool:
     """True when ``db`` has its manifest, the size the manifest recorded, and the schema version's mark.
 
-    The size check catches a store cut short by a crash or a full disk, which can still open."""
+    The size check catches a store cut short by a crash or a full disk, which can still open; the CRC-32
+    catches bytes damaged in place, which DuckDB would only notice when a query reads that block."""
     try:
         manifest = json.loads(_manifest(db).read_text())
-        if manifest.get("size_bytes") != db.stat().st_size:
+        if manifest.get("size_bytes") != db.stat().st_size or manifest.get("crc32") != _crc32(db):
             return False
     except (OSError, ValueError):
         return False
@@ -112,11 +125,17 @@ class IngestResult:
     fmt: str
     reused: bool
     seconds: float
+    stages: dict[str, float] = field(default_factory=dict)  # seconds per ingest stage (see STAGES)
+
+
+# Ingest stages, timed per file (and, for ``open``, per store) so a benchmark can name the slowest.
+STAGES = ("identify", "read", "finish", "open")
 
 
 def ingest_file(path: Path, cache_dir: Path) -> IngestResult:
     """Ingest one file into the cache (or reuse its stored result) and return where the store is."""
     t0 = time.perf_counter()
+    stages: dict[str, float] = {}
     fmt = detect_format(path)
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
@@ -125,25 +144,31 @@ def ingest_file(path: Path, cache_dir: Path) -> IngestResult:
     target = cache_dir / f"{file_key(path)}.duckdb"
     if target.exists():
         if _is_complete(target):
-            return IngestResult(path, target, fmt, True, time.perf_counter() - t0)
+            stages["identify"] = time.perf_counter() - t0
+            return IngestResult(path, target, fmt, True, stages["identify"], stages)
         _remove_db(target)  # damaged or from another schema version: rebuild
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=".tmp.duckdb", dir=cache_dir)
     os.close(fd)
     tmp = Path(tmp_name)
     tmp.unlink()  # DuckDB must create the file itself
+    stages["identify"] = time.perf_counter() - t0
     try:
         con = duckdb.connect(str(tmp))
         try:
             create_tables(con)
+            t1 = time.perf_counter()
             reader_for(fmt)(path, con)
+            drop_damaged_records(con, path)
+            t2 = time.perf_counter()
+            stages["read"] = t2 - t1
             con.execute("CREATE TABLE store_info AS SELECT ? AS schema_version, ? AS tracekit_version",
                         [STORE_SCHEMA_VERSION, __version__])
             con.execute("CHECKPOINT")
         finally:
             con.close()
-        size = tmp.stat().st_size
+        size, crc = tmp.stat().st_size, _crc32(tmp)
         os.replace(tmp, target)
-        _write_manifest(target, {"size_bytes": size, "schema_version": STORE_SCHEMA_VERSION,
+        _write_manifest(target, {"size_bytes": size, "crc32": crc, "schema_version": STORE_SCHEMA_VERSION,
                                  "source": str(path), "format": fmt})
     except InputError:
         _remove_db(tmp)
@@ -153,9 +178,17 @@ def ingest_file(path: Path, cache_dir: Path) -> IngestResult:
         raise InputError(f"{path}: could not write its store in {cache_dir} ({exc.strerror})") from None
     except Exception as exc:  # a reader bug or an input no check foresaw: still one clean line
         _remove_db(tmp)
+        if os.environ.get("TRACEKIT_DEBUG"):
+            raise
         detail = " ".join(str(exc).split())[:300]
-        raise InputError(f"{path}: could not read as {fmt} trace ({type(exc).__name__}: {detail})") from None
-    return IngestResult(path, target, fmt, False, time.perf_counter() - t0)
+        if isinstance(exc, duckdb.OutOfRangeException | duckdb.ConversionException):
+            raise InputError(f"{path}: a time or id does not fit in a 64-bit integer ({detail}); the trace is "
+                             "damaged: export or capture it again") from None
+        raise InputError(f"{path}: could not read as {fmt} trace ({type(exc).__name__}: {detail}); the file "
+                         "is damaged or from an unsupported version: export it again (TRACEKIT_DEBUG=1 shows "
+                         "where it failed)") from None
+    stages["finish"] = time.perf_counter() - t2  # store_info, checkpoint, rename, manifest
+    return IngestResult(path, target, fmt, False, time.perf_counter() - t0, stages)
 
 
 @dataclass
@@ -177,6 +210,7 @@ class Store:
     files: list[StoredFile]
     warnings: list[str] = field(default_factory=list)
     _tmp: tempfile.TemporaryDirectory[str] | None = None
+    stages: dict[str, float] = field(default_factory=dict)  # ingest seconds per stage, summed over files
 
     def close(self) -> None:
         self.con.close()
@@ -215,28 +249,55 @@ def _assign_ranks(con: duckdb.DuckDBPyConnection, results: Sequence[IngestResult
     return ranks, warnings
 
 
+def _ingest_all(files: list[Path], cache_dir: Path, jobs: int,
+                on_done: Callable[[IngestResult], None] | None) -> list[IngestResult]:
+    """Ingest every file (in ``jobs`` processes when there are several), results in input order;
+    ``on_done`` is called as each file finishes."""
+    if jobs > 1 and len(files) > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = {pool.submit(ingest_file, f, cache_dir): i for i, f in enumerate(files)}
+            done: dict[int, IngestResult] = {}
+            for fut in as_completed(futures):
+                done[futures[fut]] = fut.result()
+                if on_done is not None:
+                    on_done(done[futures[fut]])
+            return [done[i] for i in range(len(files))]
+    results = []
+    for f in files:
+        results.append(ingest_file(f, cache_dir))
+        if on_done is not None:
+            on_done(results[-1])
+    return results
+
+
 def open_store(
-    paths: Sequence[Path], cache_dir: Path | None = None, use_cache: bool = True, jobs: int = 1
+    paths: Sequence[Path], cache_dir: Path | None = None, use_cache: bool = True, jobs: int = 1,
+    on_file_done: Callable[[IngestResult], None] | None = None, ranks: Sequence[int] | None = None,
 ) -> Store:
-    """Ingest (or reuse) every input and open them together as one store."""
+    """Ingest (or reuse) every input and open them together as one store; ``on_file_done`` (e.g. a
+    progress bar) hears of each file as its ingest finishes. ``ranks`` (one per file) overrides the
+    rank assignment, so one file of a multi-rank set can be opened alone under its rank in the set."""
     files = expand_inputs(paths)
     if not files:
         raise InputError("no input files given")
+    check_distinct_paths(files)
     tmp = None
     if not use_cache:
         tmp = tempfile.TemporaryDirectory(prefix="tracekit-")
         cache_dir = Path(tmp.name)
     cache_dir = cache_dir or default_cache_dir()
     try:
-        if jobs > 1 and len(files) > 1:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                results = list(pool.map(ingest_file, files, [cache_dir] * len(files)))
-        else:
-            results = [ingest_file(f, cache_dir) for f in files]
+        results = _ingest_all(files, cache_dir, jobs, on_file_done)
+        t_open = time.perf_counter()
         con = duckdb.connect()
         for i, res in enumerate(results):
             con.execute(f"ATTACH ? AS f{i} (READ_ONLY)", [str(res.db)])
-        ranks, warnings = _assign_ranks(con, results)
+        if ranks is None:
+            ranks, warnings = _assign_ranks(con, results)
+        else:
+            ranks, warnings = list(ranks), []
+        check_same_capture(con, [r.source for r in results])
+        warnings += mixed_gpu_warning(con, ranks)
         for table in TABLES:
             parts = [f"SELECT * REPLACE (CAST({r} AS INTEGER) AS rank) FROM f{i}.{table}" for i, r in enumerate(ranks)]
             con.execute(f"CREATE VIEW {table} AS " + " UNION ALL ".join(parts))
@@ -244,5 +305,7 @@ def open_store(
         if tmp is not None:
             tmp.cleanup()
         raise
+    stages = {s: sum(r.stages.get(s, 0.0) for r in results) for s in STAGES}
+    stages["open"] = time.perf_counter() - t_open
     stored = [StoredFile(r.source, r.db, r.fmt, rank, r.reused) for r, rank in zip(results, ranks, strict=True)]
-    return Store(con, stored, warnings, tmp)
+    return Store(con, stored, warnings, tmp, stages)

@@ -42,20 +42,12 @@ class StepAccount:
         return iv.length(self.gaps)
 
 
-def _shares(seg_lo: np.ndarray, seg_hi: np.ndarray, n_seg: int, classes: np.ndarray,
-            mask: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Active-operation counts per segment: in total and per class, for the ops selected by ``mask``."""
-    total = np.zeros(n_seg + 1, dtype=np.int64)
-    np.add.at(total, seg_lo[mask], 1)
-    np.add.at(total, seg_hi[mask], -1)
-    per_class: dict[str, np.ndarray] = {}
-    for cls in np.unique(classes[mask]):
-        sel = mask & (classes == cls)
-        d = np.zeros(n_seg + 1, dtype=np.int64)
-        np.add.at(d, seg_lo[sel], 1)
-        np.add.at(d, seg_hi[sel], -1)
-        per_class[str(cls)] = np.cumsum(d)[:n_seg]
-    return np.cumsum(total)[:n_seg], per_class
+def _active(seg_lo: np.ndarray, seg_hi: np.ndarray, n_seg: int, group: np.ndarray, n_groups: int) -> np.ndarray:
+    """Active-operation counts per (group, segment): row g counts the ops of group g covering each segment."""
+    width = n_seg + 1
+    delta = (np.bincount(group * width + seg_lo, minlength=n_groups * width)
+             - np.bincount(group * width + seg_hi, minlength=n_groups * width))
+    return np.cumsum(delta.reshape(n_groups, width), axis=1)[:, :n_seg]
 
 
 def account_step(ops: DeviceOps, window: StepWindow, communication: frozenset[str]) -> StepAccount:
@@ -64,36 +56,39 @@ def account_step(ops: DeviceOps, window: StepWindow, communication: frozenset[st
     # Ops are sorted by start; none that starts before lo - max_dur can reach into the window.
     begin = int(np.searchsorted(ops.start_ns, lo - ops.max_dur_ns, side="left"))
     stop = int(np.searchsorted(ops.start_ns, hi, side="left"))
-    candidates = np.arange(begin, stop)
-    inside = candidates[ops.end_ns[begin:stop] > lo]
+    inside = begin + np.flatnonzero(ops.end_ns[begin:stop] > lo)
     s = np.clip(ops.start_ns[inside], lo, hi)
     e = np.clip(ops.end_ns[inside], lo, hi)
-    cls = ops.cls[inside]
-    is_comm = np.isin(cls, list(communication))
+    # Classes present in the step, as dense local codes 0..k-1 (integer work, no string compares).
+    present, local = np.unique(ops.cls_code[inside], return_inverse=True)
+    names = [str(ops.class_names[c]) for c in present]
+    comm_class = np.array([n in communication for n in names], dtype=bool)
+    is_comm = comm_class[local]
     busy = iv.union(s, e)
     gaps = iv.complement(busy, lo, hi)
     comm_union = iv.union(s[is_comm], e[is_comm])
-    measured: dict[str, int] = {}
-    for c in np.unique(cls):
-        measured[str(c)] = int((e[cls == c] - s[cls == c]).sum())
+    measured_ns = np.bincount(local, weights=e - s, minlength=len(names)) if len(names) else np.zeros(0)
+    measured = {n: int(measured_ns[k]) for k, n in enumerate(names)}
 
     bounds = np.unique(np.concatenate(([lo, hi], s, e)))
     n_seg = bounds.size - 1
     seg_len = np.diff(bounds)
     seg_lo = np.searchsorted(bounds, s)
     seg_hi = np.searchsorted(bounds, e)
-    compute_total, compute_by = _shares(seg_lo, seg_hi, n_seg, cls, ~is_comm)
-    comm_total, comm_by = _shares(seg_lo, seg_hi, n_seg, cls, is_comm)
+    active = _active(seg_lo, seg_hi, n_seg, local, len(names))
+    compute_total = active[~comm_class].sum(axis=0)
+    comm_total = active[comm_class].sum(axis=0)
 
     attributed: dict[str, int] = {}
+    exposed_by: dict[str, int] = {}
     with np.errstate(divide="ignore", invalid="ignore"):
-        for c, active in compute_by.items():
-            attributed[c] = int(np.round(np.where(compute_total > 0, seg_len * active / compute_total, 0).sum()))
         exposed_seg = (compute_total == 0) & (comm_total > 0)
-        exposed_by = {
-            c: int(np.round(np.where(exposed_seg, seg_len * active / np.maximum(comm_total, 1), 0).sum()))
-            for c, active in comm_by.items()
-        }
+        for k, n in enumerate(names):
+            if comm_class[k]:
+                share = np.where(exposed_seg, seg_len * active[k] / np.maximum(comm_total, 1), 0)
+                exposed_by[n] = int(np.round(share.sum()))
+            else:
+                attributed[n] = int(np.round(np.where(compute_total > 0, seg_len * active[k] / compute_total, 0).sum()))
     exposed_ns = int(seg_len[exposed_seg].sum())
     return StepAccount(
         rank=ops.rank, device_id=ops.device_id, window=window, gaps=gaps, comm_ns=iv.length(comm_union),

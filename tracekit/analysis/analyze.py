@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import polars as pl
 
 from tracekit import intervals as iv
 from tracekit.analysis.accounting import StepAccount, account_step
@@ -62,6 +61,7 @@ class DeviceAnalysis:
     accounts: list[StepAccount]
     causes: list[dict[str, int]]
     gap_next_op: list[np.ndarray]
+    host: HostActivity | None = None  # the rank's host activity (per-gap causes for timelines)
 
 
 def _analyze_device(store: Store, ops: DeviceOps, opts: AnalyzeOptions, host: HostActivity,
@@ -79,7 +79,7 @@ def _analyze_device(store: Store, ops: DeviceOps, opts: AnalyzeOptions, host: Ho
         accounts.append(acc)
         causes.append(by_cause)
         nexts.append(next_op)
-    return DeviceAnalysis(ops, source, accounts, causes, nexts)
+    return DeviceAnalysis(ops, source, accounts, causes, nexts, host)
 
 
 def _top_gaps(store: Store, results: list[DeviceAnalysis], hosts: dict[int, HostActivity],
@@ -151,10 +151,15 @@ def analyze(store: Store, opts: AnalyzeOptions) -> dict[str, Any]:
 
 def run_analysis(store: Store, opts: AnalyzeOptions) -> Analysis:
     """Run the whole analysis over an open store: the report and its per-device detail."""
+    results, hosts = analyze_devices(store, opts)
+    return build_analysis(store, opts, results, hosts)
+
+
+def analyze_devices(store: Store, opts: AnalyzeOptions) -> tuple[list[DeviceAnalysis], dict[int, HostActivity]]:
+    """The per-rank part: every device's steps and their accounting, and each rank's host activity."""
     rules = load_rules(opts.config)
     con = store.con
     pairs = prepare(con, rules)
-    caveats = capture_caveats(con)
     marker = opts.step_regex or PROFILER_STEP_REGEX
     hosts: dict[int, HostActivity] = {}
     results: list[DeviceAnalysis] = []
@@ -163,7 +168,15 @@ def run_analysis(store: Store, opts: AnalyzeOptions) -> Analysis:
             hosts[rank] = HostActivity.load(con, rank, marker)
         ops = load_device_ops(con, rank, device)
         results.append(_analyze_device(store, ops, opts, hosts[rank], rules.communication))
+    return results, hosts
 
+
+def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnalysis],
+                   hosts: dict[int, HostActivity]) -> Analysis:
+    """The cross-rank part: reduce the per-device results (in (rank, device) order) to the report."""
+    rules = load_rules(opts.config)
+    con = store.con
+    caveats = capture_caveats(con)
     accounts = [a for r in results for a in r.accounts]
     step_ns = [a.dur_ns for a in accounts]
     step_p50, step_p99 = _median(step_ns), _p(step_ns, 99)
@@ -224,20 +237,22 @@ def run_analysis(store: Store, opts: AnalyzeOptions) -> Analysis:
 
 
 def _kernel_time(results: list[DeviceAnalysis]) -> dict[str, list[tuple[str, int]]]:
-    """Per class, its kernels' total time in the analysed steps, largest first."""
-    frames = []
+    """Per class, its kernels' total time in the analysed steps, largest first (ties by name)."""
+    totals: dict[tuple[str, str], int] = defaultdict(int)
     for res in results:
-        for acc in res.accounts:
-            idx = acc.ops_in_window
-            frames.append(pl.DataFrame(
-                {"cls": res.ops.cls[idx].tolist(), "name": res.ops.name[idx].tolist(),
-                 "dur_ns": res.ops.end_ns[idx] - res.ops.start_ns[idx]},
-                schema={"cls": pl.String, "name": pl.String, "dur_ns": pl.Int64}))
+        if not res.accounts:
+            continue
+        ops = res.ops
+        idx = np.concatenate([acc.ops_in_window for acc in res.accounts])
+        per_name = np.bincount(ops.name_code[idx], weights=ops.end_ns[idx] - ops.start_ns[idx],
+                               minlength=len(ops.names))
+        cls_of_name = np.zeros(len(ops.names), dtype=np.int64)
+        cls_of_name[ops.name_code[idx]] = ops.cls_code[idx]
+        for code in np.flatnonzero(np.bincount(ops.name_code[idx], minlength=len(ops.names))):
+            totals[(str(ops.class_names[cls_of_name[code]]), str(ops.names[code]))] += int(per_name[code])
     by_class: dict[str, list[tuple[str, int]]] = defaultdict(list)
-    if frames:
-        totals = pl.concat(frames).group_by("cls", "name").agg(pl.col("dur_ns").sum()).sort("dur_ns", descending=True)
-        for cls, name, total in totals.iter_rows():
-            by_class[cls].append((name, total))
+    for (cls, name), total in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0][1])):
+        by_class[cls].append((name, total))
     return by_class
 
 

@@ -39,9 +39,14 @@ class HostActivity:
     @classmethod
     def load(cls, con: duckdb.DuckDBPyConnection, rank: int, step_regex: str) -> HostActivity:
         """API calls and host ranges of ``rank``; ranges that are step markers do not count as busy."""
+        # The sync regex runs once per distinct API name, not once per call.
         rows = con.sql("""
-            SELECT pid, tid, start_ns, end_ns, regexp_matches(name, $sync) AS is_sync FROM api_calls
-            WHERE rank = $rank AND NOT is_duplicate
+            WITH calls AS (SELECT pid, tid, start_ns, end_ns, name FROM api_calls
+                           WHERE rank = $rank AND NOT is_duplicate),
+                 sync_names AS (SELECT name, regexp_matches(name, $sync) AS is_sync
+                                FROM (SELECT DISTINCT name FROM calls))
+            SELECT c.pid, c.tid, c.start_ns, c.end_ns, coalesce(s.is_sync, FALSE) AS is_sync
+            FROM calls c LEFT JOIN sync_names s ON s.name = c.name
             UNION ALL
             SELECT pid, tid, start_ns, end_ns, FALSE FROM ranges
             WHERE rank = $rank AND end_ns IS NOT NULL AND device_id IS NULL
@@ -76,6 +81,9 @@ def attribute_gaps(gaps: iv.Intervals, ops: DeviceOps, host: HostActivity) -> tu
     n = len(gaps)
     if n == 0:
         return totals, np.empty(0, dtype=np.int64)
+    if len(ops) == 0:  # no operation ends these gaps: no launch call, no host thread to read
+        totals["host_idle"] = iv.length(gaps)
+        return totals, np.full(n, -1, dtype=np.int64)
     g0, g1 = gaps.starts, gaps.ends
     j = np.searchsorted(ops.start_ns, g1, side="left")
     has_next = j < len(ops)

@@ -34,10 +34,22 @@ def capture_command(con: duckdb.DuckDBPyConnection) -> str | None:
     return shlex.join(tokens) if tokens else None
 
 
+MAX_NAME_CHARS = 8192  # longer names are matched by head and tail: one shell argument must stay < 128 KiB
+
+
+def _escape(text: str) -> str:
+    return "".join(f"\\x{ord(ch):02x}" if ord(ch) < 32 or 127 <= ord(ch) < 160 else re.escape(ch) for ch in text)
+
+
 def _name_regex(kernel: str) -> str:
-    """Anchored regex matching exactly ``kernel``; control characters as \\xHH so the line stays printable."""
-    body = "".join(f"\\x{ord(ch):02x}" if ord(ch) < 32 or 127 <= ord(ch) < 160 else re.escape(ch) for ch in kernel)
-    return f"regex:^{body}$"
+    """Anchored regex matching exactly ``kernel``; control characters as \\xHH so the line stays printable.
+
+    A name over MAX_NAME_CHARS is matched by its first and last MAX_NAME_CHARS/2 characters with anything
+    between: execve refuses a single argument over 128 KiB, so the full regex could not run at all."""
+    if len(kernel) <= MAX_NAME_CHARS:
+        return f"regex:^{_escape(kernel)}$"
+    half = MAX_NAME_CHARS // 2
+    return f"regex:^{_escape(kernel[:half])}[\\s\\S]*{_escape(kernel[-half:])}$"
 
 
 def ncu_command(kernel: str, launch_skip: int, out_name: str, in_graph: bool, app: str | None) -> str:
@@ -48,7 +60,7 @@ def ncu_command(kernel: str, launch_skip: int, out_name: str, in_graph: bool, ap
         args += ["--graph-profiling", "node"]
     args += ["-o", out_name, "--"]
     line = shlex.join(args)
-    return f"{line} {app}" if app else f"{line} {APP_PLACEHOLDER}"
+    return f"{line} {app}" if app else f"{line} {shlex.quote(APP_PLACEHOLDER)}"  # quoted: parses, runs nothing
 
 
 def _safe_file_stem(text: str) -> str:

@@ -1,0 +1,160 @@
+"""Analyze benchmark: ``tracekit analyze`` end to end against merely reading the kernel and API tables.
+
+Run: ``.venv/bin/python bench/bench_analyze.py [--kernels 5000000] [--repeat N] [--markdown]``.
+
+For each N it makes (or reuses from ``bench/out``) the synthetic Nsight Systems export of
+``bench_ingest.py`` (``fixtures.synth.write_nsys_bulk``: one H100, N kernels on 4 streams from a
+50-name serving mix incl. NCCL collectives, one runtime/driver launch call per kernel, an NVTX range
+per 64 launches and a ``decode_step#i`` range per 61 of those), then measures, each in a fresh child
+process (wall time of the whole run, interpreter start included, and that process's peak RSS):
+
+- the floor: ``CUPTI_ACTIVITY_KIND_KERNEL`` and ``CUPTI_ACTIVITY_KIND_RUNTIME`` read into Arrow
+  (``adbc_driver_sqlite``, read-only, immutable);
+- ``tracekit analyze FILE --step '^decode_step#' --config dsv32-ep16 --format json`` with an empty
+  cache folder (ingest + analysis: the first analyze of a trace);
+- the same command again on the now cached store (the second analyze).
+
+Targets (issue 7): first analyze within 2x of the floor, peak RSS under 4 GB, second analyze at
+least 10x faster than the first. With ``--profile`` the first analyze also runs under cProfile in a
+separate run (not timed) and the slowest analysis functions are printed, to name the next target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pstats
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_ingest import (  # noqa: E402 - the sibling script, reused rather than copied
+    API_TABLE,
+    KERNEL_TABLE,
+    MB,
+    make_trace,
+    measure_best,
+    tracekit_cli,
+    warm_page_cache,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+STEP_REGEX = "^decode_step#"
+CONFIG = "dsv32-ep16"
+
+
+def analyze_command(exe: Path, trace: Path, cache_dir: Path) -> list[str]:
+    """The measured ``tracekit analyze`` command line."""
+    return [str(exe), "analyze", str(trace), "--cache-dir", str(cache_dir), "--step", STEP_REGEX,
+            "--config", CONFIG, "--format", "json", "--quiet"]
+
+
+def profile_top(exe: Path, trace: Path, limit: int = 8) -> list[str]:
+    """'function: cumulative s' of the slowest tracekit functions of one first analyze under cProfile."""
+    with tempfile.TemporaryDirectory(prefix="bench-analyze-") as tmp:
+        prof = Path(tmp) / "analyze.prof"
+        cmd = [sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "tracekit",
+               *analyze_command(exe, trace, Path(tmp) / "cache")[1:]]
+        subprocess.run(cmd, capture_output=True, check=True)
+        stats = pstats.Stats(str(prof)).stats  # type: ignore[attr-defined]
+    rows = []
+    for (filename, _line, func), (_, _, _, cumulative, _) in stats.items():
+        if "/tracekit/" in filename or "/parsers/" in filename:
+            if func in ("wrapper", "invoke", "main", "analyze", "run_analysis", "<module>"):
+                continue
+            rows.append((cumulative, f"{Path(filename).parent.name}/{Path(filename).name}:{func}"))
+    rows.sort(reverse=True)
+    return [f"{name}: {seconds:.2f} s" for seconds, name in rows[:limit]]
+
+
+def bench_one(workdir: Path, n_kernels: int, repeat: int, profile: bool) -> dict[str, object]:
+    """All measurements for one size (each the fastest of ``repeat`` runs, the largest peak)."""
+    trace, gen_s = make_trace(workdir, n_kernels)
+    warm_page_cache(trace)
+    reader = [sys.executable, str(Path(__file__).resolve().parent / "bench_ingest.py"), "--read-tables", str(trace)]
+    floor = measure_best([*reader, KERNEL_TABLE, API_TABLE], repeat)
+    if floor.rc != 0:
+        raise SystemExit(f"reading {trace} into Arrow failed:\n{floor.stderr}")
+    exe = tracekit_cli()
+    if exe is None:
+        raise SystemExit("the tracekit CLI is not installed in this environment")
+    cache_dir = workdir / "analyze-cache"
+    try:
+        first = measure_best(analyze_command(exe, trace, cache_dir), repeat, fresh_cache=cache_dir)
+        if first.rc != 0:
+            raise SystemExit(f"tracekit analyze failed:\n{first.stderr}")
+        second = measure_best(analyze_command(exe, trace, cache_dir), repeat)
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    report = json.loads(first.stdout)
+    if json.loads(second.stdout) != report:
+        raise SystemExit("the cached analyze reported something else than the first")
+    return {
+        "n_kernels": n_kernels, "file_mb": trace.stat().st_size / MB, "generate_s": gen_s,
+        "read_s": floor.wall_s, "read_peak_mb": floor.peak_mb,
+        "first_s": first.wall_s, "first_peak_mb": first.peak_mb,
+        "second_s": second.wall_s, "second_peak_mb": second.peak_mb,
+        "steps": report["steps"]["count"], "verdict": report["verdict"],
+        "profile": profile_top(exe, trace) if profile else [],
+    }
+
+
+COLUMNS = (
+    ("N kernels", lambda r: f"{r['n_kernels']:,}"),
+    ("kernel+API read s", lambda r: f"{r['read_s']:.2f}"),
+    ("analyze s (first)", lambda r: f"{r['first_s']:.2f}"),
+    ("first/read", lambda r: f"{r['first_s'] / r['read_s']:.2f}x"),
+    ("peak MB (first)", lambda r: f"{r['first_peak_mb']:.0f}"),
+    ("analyze s (cached)", lambda r: f"{r['second_s']:.2f}"),
+    ("first/cached", lambda r: f"{r['first_s'] / r['second_s']:.1f}x"),
+    ("peak MB (cached)", lambda r: f"{r['second_peak_mb']:.0f}"),
+)
+
+
+def render(rows: list[dict[str, object]], markdown: bool) -> str:
+    """The results table (plain or Markdown), then per size: the export, the read's peak and the profile."""
+    header = [name for name, _ in COLUMNS]
+    body = [[cell(r) for _, cell in COLUMNS] for r in rows]
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" for _ in header) + "|"]
+        lines += ["| " + " | ".join(cells) + " |" for cells in body]
+    else:
+        widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(header)]
+        lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
+        lines += ["  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)) for cells in body]
+    bullet = "- " if markdown else "  "
+    lines.append("")
+    for r in rows:
+        n = f"{r['n_kernels']:,}"
+        gen = "cached" if r["generate_s"] is None else f"generated in {r['generate_s']:.1f} s"
+        lines.append(f"{bullet}{n} kernels: export {r['file_mb']:.0f} MB ({gen}); {r['steps']} steps, verdict "
+                     f"{r['verdict']}; kernel+API read peak {r['read_peak_mb']:.0f} MB; ingest share of the first "
+                     f"analyze about {r['first_s'] - r['second_s']:.2f} s (first minus cached)")
+        if r["profile"]:
+            lines.append(f"{bullet}{n} kernels: slowest functions (cProfile, cumulative): " + "; ".join(r["profile"]))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernels", type=int, nargs="+", default=[5_000_000],
+                        help="Kernel counts to benchmark (default: 5000000).")
+    parser.add_argument("--workdir", type=Path, default=REPO / "bench" / "out",
+                        help="Where the synthetic exports are cached (default: bench/out).")
+    parser.add_argument("--markdown", action="store_true", help="Print a Markdown table for docs/benchmarks.md.")
+    parser.add_argument("--repeat", type=int, default=1, help="Runs per measurement; the fastest counts.")
+    parser.add_argument("--profile", action="store_true", help="Also profile one first analyze (cProfile).")
+    args = parser.parse_args(argv)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for n in args.kernels:
+        print(f"benchmarking analyze on {n:,} kernels ...", file=sys.stderr, flush=True)
+        rows.append(bench_one(args.workdir, n, args.repeat, args.profile))
+    print(render(rows, args.markdown))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""Planted training-step captures in both formats: the analysis recovers the exposed gradient all-reduce and
+flags exactly the slow class against budgets from the training floor (within 1 %)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from tracekit.budgets.budget import class_budgets
+from tracekit.budgets.classify import load_rules
+
+from fixtures.scenarios_training import training_capture
+from fixtures.synth import write_kineto, write_nsys
+from tracekit import floor
+from tracekit.cli import main
+
+CONFIG = "gpt2-small-dp8-a100"
+EXPOSED_NS = 1_500_000
+
+
+def budgets() -> dict[str, int]:
+    return class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules(CONFIG))
+
+
+def analyze_json(spec, tmp_path: Path, fmt: str) -> dict:
+    path = tmp_path / ("capture.sqlite" if fmt == "nsys" else "capture.json.gz")
+    (write_nsys if fmt == "nsys" else write_kineto)(spec, path)
+    result = CliRunner().invoke(main, ["analyze", str(path), "--no-cache", "--format", "json", "--config", CONFIG])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return json.loads(result.stdout)
+
+
+def close(got: int, want: int) -> bool:
+    return abs(got - want) <= 0.01 * want
+
+
+def test_training_budgets_cover_the_step_classes():
+    b = budgets()
+    assert {"gemm", "attn_core", "norm_elementwise", "optimizer", "allreduce"} <= set(b)
+
+
+@pytest.mark.parametrize("fmt", ["nsys", "kineto"])
+def test_planted_training_step_is_recovered(tmp_path: Path, fmt: str) -> None:
+    spec, truth = training_capture(budgets(), exposed_allreduce_ns=EXPOSED_NS, slow_class="attn_core")
+    report = analyze_json(spec, tmp_path, fmt)
+    assert report["steps"]["count"] == truth.steps
+    assert close(report["steps"]["step_ns_p50"], truth.step_ns)
+    ar = report["exposed_comm"]["by_collective"]["allreduce"]
+    assert close(ar["exposed_ns"], truth.exposed_allreduce_ns)
+    flagged = [c["name"] for c in report["classes"] if c["over_budget"]]
+    assert flagged == ["attn_core"]
+    measured = {c["name"]: c["measured_ns"] for c in report["classes"]}
+    for cls, ns in truth.class_ns.items():
+        assert close(measured[cls], ns), cls
+    assert report["verdict"] == "kernel"
+
+
+def test_training_capture_at_budget_flags_nothing(tmp_path: Path) -> None:
+    spec, _ = training_capture(budgets(), exposed_allreduce_ns=0)
+    report = analyze_json(spec, tmp_path, "nsys")
+    assert not [c for c in report["classes"] if c["over_budget"]]
+    assert report["exposed_comm"]["by_collective"]["allreduce"]["exposed_ns"] == 0

@@ -1,0 +1,115 @@
+"""`tracekit diff`: planted captures before/after a kernel fix (attention twice its budget vs at budget):
+the change that explains the step difference comes first, and the gating exit statuses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from tracekit.budgets.budget import class_budgets
+from tracekit.budgets.classify import load_rules
+
+from fixtures.scenarios import decode_capture
+from fixtures.synth import write_nsys
+from tracekit import floor
+from tracekit.cli import main
+
+CONFIG = "dsv32-ep16"
+
+
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """slow: attn_core at twice its budget; fixed: every class at its budget (no gaps, no exposed comm)."""
+    budgets = class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules(CONFIG))
+    root = tmp_path_factory.mktemp("diff")
+    out: dict[str, Any] = {"budget_attn_ns": budgets["attn_core"]}
+    for name, slow in (("slow", "attn_core"), ("fixed", None)):
+        spec, _ = decode_capture(budgets, slow_class=slow)
+        write_nsys(spec, root / f"{name}.sqlite")
+        out[name] = root / f"{name}.sqlite"
+        result = CliRunner().invoke(main, ["analyze", str(out[name]), "--config", CONFIG, "--no-cache",
+                                           "--format", "json", "--out", str(root / f"{name}.json")])
+        assert result.exit_code == 0, result.output
+        out[f"{name}_report"] = root / f"{name}.json"
+    return out
+
+
+def diff(*args: str) -> tuple[int, dict, str]:
+    result = CliRunner().invoke(main, ["diff", *args, "--format", "json"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    body = json.loads(result.stdout) if result.stdout.startswith("{") else {}
+    return result.exit_code, body, result.stderr
+
+
+def test_fix_explained_by_its_class_first(captures: dict[str, Any]) -> None:
+    code, doc, _ = diff(str(captures["slow"]), str(captures["fixed"]), "--config", CONFIG, "--no-cache")
+    assert code == 0 and doc["schema"] == "tracekit.diff/v1"
+    budget = captures["budget_attn_ns"]
+    step = doc["step"]["p50_ns"]
+    assert step["delta"] == pytest.approx(-budget, rel=0.01)
+    top = doc["changes"][0]
+    assert (top["kind"], top["name"]) == ("class", "attn_core")
+    assert top["delta_ns"] == pytest.approx(-budget, rel=0.01) and top["share_of_step_delta"] == pytest.approx(1, 0.01)
+    assert all(abs(c["delta_ns"]) <= 0.01 * budget for c in doc["changes"][1:])
+    attn = next(c for c in doc["classes"] if c["name"] == "attn_core")
+    assert attn["measured_ns"]["delta_fraction"] == pytest.approx(-0.5, abs=0.01)
+    assert doc["verdict"] == {"before": "kernel", "after": "near-floor"}
+    assert doc["floor"]["residual_ratio"]["delta"] < 0
+
+
+def test_reports_give_the_same_diff_as_traces(captures: dict[str, Any]) -> None:
+    _, from_traces, _ = diff(str(captures["slow"]), str(captures["fixed"]), "--config", CONFIG, "--no-cache")
+    code, from_reports, _ = diff(str(captures["slow_report"]), str(captures["fixed_report"]))
+    assert code == 0 and (from_reports["before"]["kind"], from_reports["after"]["kind"]) == ("report", "report")
+    for key in ("step", "changes", "classes", "host_gaps", "exposed_comm", "verdict"):
+        assert from_reports[key] == from_traces[key], key
+    _, with_opts, _ = diff(str(captures["slow_report"]), str(captures["fixed_report"]), "--config", CONFIG)
+    assert any("traces only" in c for c in with_opts["caveats"])
+
+
+def test_gate_uses_the_after_verdict(captures: dict[str, Any]) -> None:
+    fixed, slow = str(captures["fixed_report"]), str(captures["slow_report"])
+    assert diff(slow, fixed, "--gate")[0] == 0  # AFTER near-floor
+    code, doc, _ = diff(fixed, slow, "--gate")
+    assert code == 11 and doc["gate"]["exit_status"] == 11  # AFTER kernel
+
+
+def test_fail_if_slower(captures: dict[str, Any]) -> None:
+    fixed, slow = str(captures["fixed_report"]), str(captures["slow_report"])
+    code, doc, _ = diff(fixed, slow, "--fail-if-slower", "5%", "--gate")
+    assert code == 13 and "beyond the allowed +5.0%" in doc["gate"]["reasons"][0]
+    assert diff(fixed, slow, "--fail-if-slower", "20%")[0] == 0  # +13.4% is within 20%
+    assert diff(slow, fixed, "--fail-if-slower", "0%")[0] == 0
+
+
+def test_expect_faster(captures: dict[str, Any]) -> None:
+    fixed, slow = str(captures["fixed_report"]), str(captures["slow_report"])
+    assert diff(slow, fixed, "--expect-faster", "attn_core")[0] == 0
+    assert diff(slow, fixed, "--expect-faster", "moe_experts")[0] == 14  # unchanged
+    assert diff(fixed, slow, "--expect-faster", "attn_core")[0] == 14
+    code, _, err = diff(slow, fixed, "--expect-faster", "no_such_class")
+    assert code == 2 and "no_such_class" in err
+
+
+@pytest.mark.parametrize("args", [["--fail-if-slower", "five"], ["--set", "batch=4"], ["--step", "("]])
+def test_bad_options_are_usage_errors(captures: dict[str, Any], args: list[str]) -> None:
+    code, _, err = diff(str(captures["slow_report"]), str(captures["fixed_report"]), *args)
+    assert code == 2 and "Traceback" not in err
+
+
+def test_other_json_documents_are_refused(tmp_path: Path, captures: dict[str, Any]) -> None:
+    other = tmp_path / "reconcile.json"
+    other.write_text(json.dumps({"schema": "tracekit.reconcile/v1", "results": []}))
+    code, _, err = diff(str(other), str(captures["fixed_report"]))
+    assert code == 2 and "tracekit.reconcile/v1" in err
+
+
+def test_human_formats_render(captures: dict[str, Any]) -> None:
+    for fmt in ("table", "markdown", "csv"):
+        result = CliRunner().invoke(main, ["diff", str(captures["slow_report"]), str(captures["fixed_report"]),
+                                           "--format", fmt])
+        assert result.exit_code == 0, result.output
+        assert "attn_core" in result.stdout.replace("\\_", "_")  # markdown escapes the underscore

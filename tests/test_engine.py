@@ -1,0 +1,93 @@
+"""`analyze --engine dask` gives the in-process report; the in-process report cache answers repeat runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from tracekit.budgets.budget import class_budgets
+from tracekit.budgets.classify import load_rules
+
+from fixtures.scenarios import GapPlan, decode_capture
+from fixtures.synth import write_nsys
+from tracekit import floor
+from tracekit.analysis.analyze import AnalyzeOptions, analyze
+from tracekit.cli import main
+from tracekit.cli_common import Inputs
+from tracekit.store import open_store
+
+CONFIG = "dsv32-ep16"
+DLRM = Path(__file__).resolve().parents[2] / "shared" / "traces" / "torch" / "dlrm8_v100"
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two planted decode ranks; rank 1 has longer host gaps, so it is the straggler."""
+    budgets = class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules(CONFIG))
+    folder = tmp_path_factory.mktemp("ranks")
+    for rank, launch_ns in ((0, 100_000), (1, 400_000)):
+        spec, _ = decode_capture(budgets, gaps=GapPlan(launch_ns=launch_ns, sync_ns=50_000),
+                                 exposed_dispatch_ns=200_000 * (rank + 1))
+        write_nsys(dataclasses.replace(spec, rank=rank), folder / f"rank{rank}.sqlite")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as local:
+        yield local
+
+
+def cli_json(*args: str) -> dict:
+    result = CliRunner().invoke(main, ["analyze", *args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_dask_engine_gives_the_in_process_report(two_ranks: Path, cluster, tmp_path: Path) -> None:
+    from tracekit.engine import analyze_dask
+
+    opts = AnalyzeOptions(config=CONFIG)
+    with open_store([two_ranks], cache_dir=tmp_path / "local") as store:
+        expected = analyze(store, opts)
+    got = analyze_dask(Inputs((two_ranks,), cache_dir=tmp_path / "dask"), opts, cluster.scheduler_address)
+    assert got == expected
+    assert expected["steps"]["slowest_rank"] == 1 and len(expected["inputs"]) == 2
+
+
+def test_cli_dask_engine_matches_local_run(two_ranks: Path, cluster) -> None:
+    local = cli_json(str(two_ranks), "--no-cache", "--config", CONFIG)
+    dask = cli_json(str(two_ranks), "--no-cache", "--config", CONFIG, "--engine", "dask",
+                    "--scheduler", cluster.scheduler_address)
+    assert dask == local
+
+
+@pytest.mark.skipif(not DLRM.is_dir(), reason="shared traces not present")
+def test_dask_engine_on_real_eight_rank_kineto_set(cluster, tmp_path: Path) -> None:
+    local = cli_json(str(DLRM), "--cache-dir", str(tmp_path / "a"))
+    dask = cli_json(str(DLRM), "--cache-dir", str(tmp_path / "b"), "--engine", "dask",
+                    "--scheduler", cluster.scheduler_address)
+    assert dask == local and len(local["inputs"]) == 8
+
+
+def test_repeat_analyze_reads_the_cached_report(two_ranks: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    first = cli_json(str(two_ranks), "--cache-dir", str(cache), "--config", CONFIG)
+    reports = list((cache / "reports").glob("*.json"))
+    assert len(reports) == 1 and json.loads(reports[0].read_text()) == first
+    assert cli_json(str(two_ranks), "--cache-dir", str(cache), "--config", CONFIG) == first
+    # Other options are another report; a damaged cached report is analysed again.
+    other = cli_json(str(two_ranks), "--cache-dir", str(cache), "--config", CONFIG, "--threshold", "2")
+    assert other["config"]["threshold"] == 2 and len(list((cache / "reports").glob("*.json"))) == 2
+    reports[0].write_text("{not json")
+    assert cli_json(str(two_ranks), "--cache-dir", str(cache), "--config", CONFIG) == first
+
+
+def test_scheduler_needs_the_dask_engine(two_ranks: Path) -> None:
+    result = CliRunner().invoke(main, ["analyze", str(two_ranks), "--no-cache", "--scheduler", "tcp://x:1"])
+    assert result.exit_code == 2 and "--scheduler" in result.output

@@ -1,0 +1,350 @@
+"""Every row of docs/errors.md: bad input gives one line naming the file or option and what to do, exit 2,
+and nothing written; the damaged records that tracekit reads past are dropped and shown as caveats."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fixtures.synth import Device, Kernel, Process, Range, Thread, TraceSpec, write_kineto, write_nsys
+from tracekit.cli import main
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
+FORMATS = ("nsys", "kineto")
+PID = 10
+
+
+def spec(rank: int | None = 0, gpu: str = "NVIDIA H100 80GB HBM3", dur_ns: int = 10_000,
+         kernels: bool = True) -> TraceSpec:
+    """Three ProfilerStep#N steps of two kernels (of ``dur_ns`` each) on one GPU."""
+    ks, rs = [], []
+    t = 1_000_000
+    for step in range(3):
+        rs.append(Range(f"ProfilerStep#{step}", PID, PID, t - 5_000, t + 100_000))
+        for i, name in enumerate(("gemm_kernel", "norm_kernel")):
+            ks.append(Kernel(name, 0, 7, t + i * 20_000, dur_ns, PID, PID, t - 4_000 + i * 1_000, 500))
+        t += 110_000
+    return TraceSpec(devices=[Device(0, gpu, 132, 80 * 1024**3)], processes=[Process(PID, "python3")],
+                     threads=[Thread(PID, PID, "python3")], kernels=ks if kernels else [], ranges=rs, rank=rank,
+                     world_size=2)
+
+
+def write(s: TraceSpec, path: Path, fmt: str) -> Path:
+    (write_nsys if fmt == "nsys" else write_kineto)(s, path)
+    return path
+
+
+def trace(tmp_path: Path, fmt: str, name: str = "trace", s: TraceSpec | None = None) -> Path:
+    return write(s or spec(), tmp_path / (f"{name}.sqlite" if fmt == "nsys" else f"{name}.json"), fmt)
+
+
+def sql(path: Path, *statements: str) -> Path:
+    con = sqlite3.connect(path)
+    for statement in statements:
+        con.execute(statement)
+    con.commit()
+    con.close()
+    return path
+
+
+def edit_json(path: Path, change: Callable[[dict], None]) -> Path:
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def events(doc: dict, cat: str) -> list[dict]:
+    return [e for e in doc["traceEvents"] if e.get("cat") == cat]
+
+
+def run(*args: object) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def assert_error(tmp_path: Path, args: list[object], names: str, fragment: str) -> str:
+    """Exit 2, one line naming ``names`` with ``fragment`` and a remedy; no report, no half-written store."""
+    out = tmp_path / "report.json"
+    code, stdout, err = run(*args, "--format", "json", "--out", out)
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("tracekit: error: "), err
+    assert names in lines[0] and fragment in lines[0], lines[0]
+    assert "; " in lines[0], f"no remedy in: {lines[0]}"  # every message says what to do after '; '
+    assert fragment in DOC.read_text(), f"docs/errors.md lacks {fragment!r}"
+    assert not out.exists() and stdout == ""
+    cache = tmp_path / "cache"
+    assert not cache.exists() or not [p for p in cache.iterdir() if p.name.startswith(".")]
+    return lines[0]
+
+
+def analyze(tmp_path: Path, *inputs: Path, extra: tuple[str, ...] = ()) -> list[object]:
+    return ["analyze", *inputs, "--cache-dir", tmp_path / "cache", *extra]
+
+
+def caveats(tmp_path: Path, *inputs: Path) -> tuple[list[str], str]:
+    code, out, err = run("analyze", *inputs, "--cache-dir", tmp_path / "cache", "--format", "json")
+    assert code == 0, err
+    return json.loads(out)["caveats"], err
+
+
+# ---- files that are not traces ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_missing_file(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / ("gone.sqlite" if fmt == "nsys" else "gone.json")
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), "no such file")
+
+
+def test_directory_without_traces(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("not a trace")
+    assert_error(tmp_path, analyze(tmp_path, folder), str(folder), "directory holds no trace files")
+
+
+@pytest.mark.parametrize("suffix", [".sqlite", ".json", ".json.gz"])
+def test_empty_file(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"empty{suffix}"
+    path.write_bytes(b"")
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), "empty file")
+
+
+@pytest.mark.parametrize("suffix", [".sqlite", ".json"])
+def test_not_sqlite_not_json(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"text{suffix}"
+    path.write_text("hello, world\n")
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), "not a trace")
+
+
+def test_sqlite_that_is_not_an_nsys_export(tmp_path: Path) -> None:
+    path = sql(tmp_path / "app.sqlite", "CREATE TABLE users (id INTEGER, name TEXT)",
+               "INSERT INTO users VALUES (1, 'a')")
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), "not an Nsight Systems export")
+
+
+def test_json_that_is_not_a_profiler_trace(tmp_path: Path) -> None:
+    path = tmp_path / "package.json"
+    path.write_text('{"name": "x", "version": "1.0"}')
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), "not a PyTorch profiler trace")
+
+
+def test_truncated_sqlite(tmp_path: Path) -> None:
+    path = trace(tmp_path, "nsys")
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), "truncated SQLite file")
+
+
+def test_truncated_json(tmp_path: Path) -> None:
+    path = trace(tmp_path, "kineto")
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), "truncated JSON")
+
+
+@pytest.mark.parametrize("damage", ["cut", "flipped"])
+def test_corrupt_gzip(tmp_path: Path, damage: str) -> None:
+    path = write(spec(), tmp_path / "trace.json.gz", "kineto")
+    data = bytearray(path.read_bytes())
+    if damage == "cut":
+        data = data[: len(data) // 2]
+    else:
+        middle = len(data) // 2
+        data[middle : middle + 16] = bytes(b ^ 0xFF for b in data[middle : middle + 16])
+    path.write_bytes(bytes(data))
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), "corrupt gzip")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_trace_with_no_gpu_events(tmp_path: Path, fmt: str) -> None:
+    path = trace(tmp_path, fmt, s=spec(kernels=False))
+    fragment = "no CUDA kernels" if fmt == "nsys" else "no GPU events"
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), fragment)
+
+
+# ---- damaged records -------------------------------------------------------------------------------
+
+
+def negative_kernels(tmp_path: Path, fmt: str, only_first: bool) -> Path:
+    path = trace(tmp_path, fmt)
+    if fmt == "nsys":
+        where = " WHERE rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)" if only_first else ""
+        return sql(path, f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start - 1000{where}')
+    return edit_json(path, lambda doc: [e.update(dur=-1.0) for e in events(doc, "kernel")[: 1 if only_first else None]])
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_kernel_with_negative_duration_is_an_error(tmp_path: Path, fmt: str) -> None:
+    path = negative_kernels(tmp_path, fmt, only_first=False)
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), "no usable GPU event")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_kernel_with_negative_duration_is_dropped_with_a_caveat(tmp_path: Path, fmt: str) -> None:
+    path = negative_kernels(tmp_path, fmt, only_first=True)
+    found, _ = caveats(tmp_path, path)
+    assert [c for c in found if "negative_duration: 1 (kernels that end before they start" in c], found
+    code, out, _ = run("kernels", path, "--cache-dir", tmp_path / "cache", "--format", "json")
+    assert code == 0 and sum(r["instances"] for r in json.loads(out)["kernels by name"]) == 5
+    assert min(r["min_ns"] for r in json.loads(out)["kernels by name"]) >= 0
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_zero_duration_kernels_are_kept(tmp_path: Path, fmt: str) -> None:
+    path = trace(tmp_path, fmt)
+    if fmt == "nsys":
+        sql(path, 'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start')
+    else:
+        edit_json(path, lambda doc: [e.update(dur=0) for e in events(doc, "kernel")])
+    code, out, err = run("kernels", path, "--cache-dir", tmp_path / "cache", "--format", "json")
+    rows = json.loads(out)["kernels by name"]
+    assert code == 0 and sum(r["instances"] for r in rows) == 6 and {r["max_ns"] for r in rows} == {0}, err
+    found, _ = caveats(tmp_path, path)
+    assert not [c for c in found if "negative_duration" in c]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_ranges_and_calls_that_end_before_they_start_are_dropped_with_a_caveat(tmp_path: Path, fmt: str) -> None:
+    path = trace(tmp_path, fmt)
+    if fmt == "nsys":
+        sql(path, 'UPDATE NVTX_EVENTS SET "end" = start - 10 WHERE text = \'ProfilerStep#1\'',
+            'UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = start - 10 WHERE rowid = 1')
+    else:
+        def change(doc: dict) -> None:
+            next(e for e in events(doc, "user_annotation") if e["name"] == "ProfilerStep#1")["dur"] = -0.01
+            events(doc, "cuda_runtime")[0]["dur"] = -0.01
+        edit_json(path, change)
+    found, _ = caveats(tmp_path, path)
+    assert [c for c in found if "negative_duration: 1 (ranges that end before they start" in c], found
+    assert [c for c in found if "negative_duration: 1 (API calls that end before they start" in c], found
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_calls_without_a_thread_are_dropped_with_a_caveat(tmp_path: Path, fmt: str) -> None:
+    path = trace(tmp_path, fmt)
+    if fmt == "nsys":
+        sql(path, "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = NULL WHERE rowid = 1")
+    else:
+        edit_json(path, lambda doc: events(doc, "cuda_runtime")[0].pop("pid"))
+    found, _ = caveats(tmp_path, path)
+    assert [c for c in found if "incomplete_record: 1 (API calls without a start, end, process or thread" in c], found
+
+
+def test_kernel_whose_name_is_missing_is_kept_as_unnamed(tmp_path: Path) -> None:
+    path = sql(trace(tmp_path, "nsys"), "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = 999999, "
+               "shortName = 999999 WHERE rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
+    found, _ = caveats(tmp_path, path)
+    assert [c for c in found if "unnamed_kernel: 1" in c], found
+    code, out, _ = run("kernels", path, "--cache-dir", tmp_path / "cache", "--format", "json")
+    assert code == 0 and "(unnamed kernel)" in {r["name"] for r in json.loads(out)["kernels by name"]}
+
+
+def test_nsys_timestamp_beyond_int64_is_an_error(tmp_path: Path) -> None:
+    path = sql(trace(tmp_path, "nsys"), 'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 1e19, "end" = 1.1e19 '
+               "WHERE rowid = 1")
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), "does not fit in a 64-bit integer")
+
+
+def test_kineto_base_time_that_overflows_int64_is_an_error(tmp_path: Path) -> None:
+    path = edit_json(trace(tmp_path, "kineto"), lambda doc: doc.update(baseTimeNanoseconds=2**63 - 1000))
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), "does not fit in a 64-bit integer")
+
+
+def test_kineto_event_whose_ns_time_overflows_is_dropped_with_a_caveat(tmp_path: Path) -> None:
+    path = edit_json(trace(tmp_path, "kineto"), lambda doc: events(doc, "kernel")[0].update(ts=9.3e15))
+    found, _ = caveats(tmp_path, path)
+    assert [c for c in found if "(no readable ts/dur: gpu)" in c], found
+
+
+def test_kineto_with_every_gpu_time_overflowing_is_an_error(tmp_path: Path) -> None:
+    path = edit_json(trace(tmp_path, "kineto"), lambda doc: [e.update(ts=9.3e15) for e in events(doc, "kernel")])
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), "no GPU event with readable times")
+
+
+# ---- several files ---------------------------------------------------------------------------------
+
+
+def test_kineto_files_claiming_the_same_rank(tmp_path: Path) -> None:
+    a = trace(tmp_path, "kineto", "a", spec(rank=0))
+    b = trace(tmp_path, "kineto", "b", spec(rank=0, dur_ns=11_000))
+    assert_error(tmp_path, analyze(tmp_path, a, b), f"{a} and {b}", "both claim rank 0")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_same_file_twice(tmp_path: Path, fmt: str) -> None:
+    path = trace(tmp_path, fmt)
+    assert_error(tmp_path, analyze(tmp_path, path, tmp_path), str(path), "given twice")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_one_capture_under_two_names(tmp_path: Path, fmt: str) -> None:
+    a = trace(tmp_path, fmt, "rank0", spec(rank=None))
+    b = trace(tmp_path, fmt, "rank1", spec(rank=None))
+    assert_error(tmp_path, analyze(tmp_path, a, b), f"{a} and {b}", "hold the very same kernels")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_ranks_on_different_gpu_models_get_a_caveat(tmp_path: Path, fmt: str) -> None:
+    a = trace(tmp_path, fmt, "rank0", spec(rank=0))
+    b = trace(tmp_path, fmt, "rank1", spec(rank=1, gpu="NVIDIA A100-SXM4-80GB", dur_ns=11_000))
+    found, err = caveats(tmp_path, a, b)
+    mixed = [c for c in found if c.startswith("ranks ran on different GPU models")]
+    assert mixed and "NVIDIA A100-SXM4-80GB on rank 1" in mixed[0] and "NVIDIA H100 80GB HBM3 on rank 0" in mixed[0]
+    assert err.strip() == f"tracekit: warning: {mixed[0]}"
+    assert "ranks ran on different GPU models" in DOC.read_text()
+    same = trace(tmp_path, fmt, "rank1b", spec(rank=1, dur_ns=12_000))
+    found, err = caveats(tmp_path, a, same)
+    assert not [c for c in found if "different GPU models" in c] and err == ""
+
+
+# ---- options -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def good(tmp_path: Path) -> Path:
+    return trace(tmp_path, "nsys")
+
+
+def test_unknown_config_name(tmp_path: Path, good: Path) -> None:
+    assert_error(tmp_path, analyze(tmp_path, good, extra=("--config", "no-such-config")), "'no-such-config'",
+                 "unknown config")
+
+
+def test_config_file_with_a_wrong_type(tmp_path: Path, good: Path) -> None:
+    cfg = tmp_path / "mine.toml"
+    cfg.write_text('extends = "dsv32-ep16"\nbatch = "many"\n')
+    assert_error(tmp_path, analyze(tmp_path, good, extra=("--config", str(cfg))), f"{cfg}: key 'batch'",
+                 "must be int")
+
+
+def test_config_file_with_an_unknown_key(tmp_path: Path, good: Path) -> None:
+    cfg = tmp_path / "mine.toml"
+    cfg.write_text('extends = "dsv32-ep16"\nbatchsize = 64\n')
+    assert_error(tmp_path, analyze(tmp_path, good, extra=("--config", str(cfg))), f"{cfg}: unknown key 'batchsize'",
+                 "unknown key")
+
+
+def test_set_of_a_field_that_does_not_exist(tmp_path: Path, good: Path) -> None:
+    assert_error(tmp_path, analyze(tmp_path, good, extra=("--config", "dsv32-ep16", "--set", "gpus=8")),
+                 "--set: unknown key 'gpus'", "unknown key")
+
+
+@pytest.mark.parametrize("command", ["analyze", "floor"])
+def test_batch_zero(tmp_path: Path, good: Path, command: str) -> None:
+    args = analyze(tmp_path, good) if command == "analyze" else ["floor"]
+    assert_error(tmp_path, [*args, "--config", "dsv32-ep16", "--batch", "0"], "'--batch'",
+                 "0 is not in the range x>=1")
+
+
+@pytest.mark.parametrize("command", ["analyze", "floor"])
+def test_context_that_cannot_fit_in_memory(tmp_path: Path, good: Path, command: str) -> None:
+    args = analyze(tmp_path, good) if command == "analyze" else ["floor"]
+    assert_error(tmp_path, [*args, "--config", "dsv32-ep16", "--context", "100000000"], "--context",
+                 "does not fit in memory beside the weights")

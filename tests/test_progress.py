@@ -1,0 +1,52 @@
+"""Ingest progress: a bar on a terminal (files done, rate, time left); nothing on a pipe or with --quiet."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from tracekit.cli import main
+from tracekit.cli_common import ingest_progress
+from tracekit.store import open_store
+
+SAMPLES = Path(__file__).resolve().parents[1] / "fixtures"
+FILES = [SAMPLES / "sample_decode_rank0.json.gz", SAMPLES / "sample_decode_rank1.json.gz"]
+
+
+class FakeTerminal(io.StringIO):
+    """A text stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_terminal_gets_a_bar_with_files_rate_and_time_left(tmp_path: Path) -> None:
+    term = FakeTerminal()
+    with ingest_progress(FILES, quiet=False, stream=term) as on_done:
+        assert on_done is not None
+        with open_store(FILES, cache_dir=tmp_path, on_file_done=on_done):
+            pass
+    shown = term.getvalue()
+    assert "ingest 2/2 files" in shown
+    assert "/s" in shown  # the rate column (input bytes per second)
+    assert "left" in shown
+
+
+def test_quiet_or_no_terminal_shows_nothing() -> None:
+    for stream, quiet in ((FakeTerminal(), True), (io.StringIO(), False)):
+        with ingest_progress(FILES, quiet=quiet, stream=stream) as on_done:
+            assert on_done is None
+        assert stream.getvalue() == ""
+
+
+def test_cli_stderr_stays_clean_when_not_a_terminal(tmp_path: Path) -> None:
+    for extra in ([], ["--quiet"]):
+        result = CliRunner().invoke(main, ["ingest", *map(str, FILES), "--cache-dir", str(tmp_path),
+                                           "--format", "json", *extra])
+        assert result.exit_code == 0, result.output
+        assert result.stderr == ""
+        stages = {row["stage"] for row in json.loads(result.stdout)["stages"]}
+        assert stages == {"identify", "read", "finish", "open"}

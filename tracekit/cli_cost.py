@@ -1,0 +1,95 @@
+"""`tracekit cost`: a GPU's manufacturing cost and the cost per million tokens of a floor config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tracekit.cli_floor import _batch_option, _config_option, _context_option, _frame, _overrides, _set_option
+from tracekit.output import Document, Table, emit, output_options
+
+
+def _breakdown_rows(report: Any) -> list[dict[str, Any]]:
+    """One row per cost line of one GPU: dies, interposer, HBM, packaging, assembly loss, total."""
+    m = report.manufacturing
+    rows = [
+        {"item": f"{d.name} die ({d.process})", "count": d.count, "area_mm2": d.area_mm2,
+         "dies_per_wafer": d.dies_per_wafer, "yield": round(d.yield_fraction, 4),
+         "unit_usd": round(d.kgd_usd, 2), "usd": round(d.kgd_usd * d.count, 2)}
+        for d in m.dies
+    ]
+    if m.interposer:
+        i = m.interposer
+        rows.append({"item": "interposer", "count": 1, "area_mm2": i.area_mm2, "dies_per_wafer": i.dies_per_wafer,
+                     "yield": round(i.yield_fraction, 4), "unit_usd": round(i.kgd_usd, 2), "usd": round(i.kgd_usd, 2)})
+    p = report.package
+    rows.append({"item": "HBM stacks", "count": p.hbm_stacks, "unit_usd": p.hbm_stack_cost_usd, "usd": m.hbm_usd})
+    rows.append({"item": "packaging", "count": 1, "unit_usd": m.packaging_usd, "usd": m.packaging_usd})
+    rows.append({"item": f"assembly loss ({m.chips_placed} chips)", "yield": round(m.assembly_yield, 4),
+                 "usd": round(m.total_usd - m.before_assembly_usd, 2)})
+    rows.append({"item": "total per GPU", "usd": round(m.total_usd, 2)})
+    keys = ("item", "count", "area_mm2", "dies_per_wafer", "yield", "unit_usd", "usd")
+    return [{k: r.get(k) for k in keys} for r in rows]
+
+
+def _token_rows(report: Any) -> list[dict[str, Any]]:
+    t, p = report.tokens, report.params
+    source = "gpu_cost_usd (set)" if p.gpu_cost_usd else "manufacturing cost"
+    return [
+        {"field": "gpu_cost_usd", "value": f"{t.gpu_cost_usd:.2f} ({source})"},
+        {"field": "lifetime_years", "value": t.lifetime_years},
+        {"field": "capex_usd_per_hour", "value": f"{t.capex_usd_per_s * 3600:.4f}"},
+        {"field": "power_w", "value": t.power_w},
+        {"field": "energy_usd_per_kwh", "value": t.energy_usd_per_kwh},
+        {"field": "energy_usd_per_hour", "value": f"{t.energy_usd_per_s * 3600:.4f}"},
+        {"field": "tokens_per_s_per_gpu", "value": f"{t.tokens_per_s:.1f} ({report.token_kind})"},
+        {"field": "binding", "value": report.binding},
+        {"field": "usd_per_million_tokens", "value": f"{t.usd_per_million_tokens:.4f}"},
+    ]
+
+
+def _sensitivity_rows(report: Any) -> list[dict[str, Any]]:
+    base = report.sensitivity[0].usd_per_million_tokens
+    rows = []
+    for v in report.sensitivity:
+        cost = v.usd_per_million_tokens
+        rows.append({
+            "change": v.change,
+            "gpu_cost_usd": round(v.gpu_cost_usd, 2),
+            "tokens_per_s_per_gpu": None if v.tokens_per_s is None else round(v.tokens_per_s, 1),
+            "binding": v.binding,
+            "usd_per_million_tokens": None if cost is None else round(cost, 4),
+            "vs_baseline": None if cost is None else round(cost / base, 3),
+            "infeasible": v.reason,
+        })
+    return rows
+
+
+@click.command("cost")
+@_config_option
+@_batch_option
+@_context_option
+@_set_option
+@output_options
+def cost_cmd(
+    config: str, batch: int | None, context: int | None, sets: tuple[str, ...], fmt: str, out_path: Path | None
+) -> None:
+    """Manufacturing cost per GPU (dies, yield, HBM, assembly) and cost per million tokens at the floor.
+
+    --set takes floor fields and cost fields alike, e.g. --set yield_model=murphy --set hbm_stacks=6
+    --set gpu_cost_usd=25000 --set lifetime_years=4 --set energy_usd_per_kwh=0.12 (see docs/cost.md).
+    """
+    from tracekit.floor.cost_perf import cost_report
+
+    report = cost_report(config, _overrides(batch, context, sets))
+    tables = [
+        Table("manufacturing cost per GPU", _frame(_breakdown_rows(report)),
+              note="known-good-die cost = wafer cost / (dies per wafer x yield); assembly loss = cost / yield - cost"),
+        Table("cost per million tokens (per GPU)", _frame(_token_rows(report))),
+        Table("sensitivity", _frame(_sensitivity_rows(report)),
+              note="floor re-run with one hardware field changed; vs_baseline = cost per token / baseline"),
+    ]
+    title = f"tracekit cost: {report.config.name} on {report.config.hardware.name}"
+    emit(Document(title, tables, notes=report.notes, data=report.to_dict()), fmt, out_path)

@@ -1,0 +1,128 @@
+"""`tracekit diff BEFORE AFTER`: two analyses compared (a thin wrapper over tracekit.diff)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tracekit.output import Document, Table, emit, output_options
+
+
+def _ms(ns: float | None) -> float | None:
+    return None if ns is None else round(ns / 1e6, 4)
+
+
+def _pct(x: float | None) -> float | None:
+    return None if x is None else round(100 * x, 1)
+
+
+def _rows(items: dict[str, dict[str, Any]], label: str) -> list[dict[str, Any]]:
+    return [{label: k, "before ms": _ms(v["before"]), "after ms": _ms(v["after"]), "delta ms": _ms(v["delta"]),
+             "delta %": _pct(v["delta_fraction"])} for k, v in items.items()]
+
+
+def diff_document(doc: dict[str, Any]) -> Document:
+    """The v1 diff as tables: the step's owners by change (largest explanation first), then each question."""
+    import polars as pl
+
+    step = doc["step"]["p50_ns"]
+    notes = [f"step p50 {_ms(step['before'])} -> {_ms(step['after'])} ms ({_pct(step['delta_fraction'])}%); "
+             f"verdict {doc['verdict']['before']} -> {doc['verdict']['after']}"]
+    if doc["changes"]:
+        top = doc["changes"][0]
+        notes.append(f"largest explanation: {top['component']} {_ms(top['delta_ns'])} ms"
+                     + (f" ({_pct(top['share_of_step_delta'])}% of the step change)"
+                        if top["share_of_step_delta"] is not None else ""))
+    notes += [f"caveat: {c}" for c in doc["caveats"]] + [f"gate: {r}" for r in doc.get("gate", {}).get("reasons", [])]
+    schema = {"before ms": pl.Float64, "after ms": pl.Float64, "delta ms": pl.Float64, "delta %": pl.Float64}
+    tables = [
+        Table("changes (largest explanation of the step change first)", pl.DataFrame([{
+            "component": c["component"], "before ms": _ms(c["before_ns"]), "after ms": _ms(c["after_ns"]),
+            "delta ms": _ms(c["delta_ns"]), "share of step change %": _pct(c["share_of_step_delta"]),
+        } for c in doc["changes"]], schema={"component": pl.String, **{k: pl.Float64 for k in
+                                                                      ("before ms", "after ms", "delta ms")},
+                                            "share of step change %": pl.Float64}),
+            note="the step's owners: host-gap causes, classes' attributed compute, exposed communication"),
+        Table("step and floor", pl.DataFrame(
+            _rows({"step p50": doc["step"]["p50_ns"], "step p99": doc["step"]["p99_ns"],
+                   "t_opt": doc["floor"]["t_opt_ns"], "t_sum": doc["floor"]["t_sum_ns"]}, "quantity"),
+            schema={"quantity": pl.String, **schema})),
+        Table("kernel classes (measured per step)", pl.DataFrame(
+            _rows({c["name"]: c["measured_ns"] for c in doc["classes"]}, "class"),
+            schema={"class": pl.String, **schema})),
+        Table("host gaps by cause", pl.DataFrame(
+            _rows({**doc["host_gaps"]["by_cause"], "total": doc["host_gaps"]["total_ns"]}, "cause"),
+            schema={"cause": pl.String, **schema})),
+        Table("exposed communication", pl.DataFrame(
+            _rows({**doc["exposed_comm"]["by_collective"], "total": doc["exposed_comm"]["exposed_ns"]}, "collective"),
+            schema={"collective": pl.String, **schema})),
+    ]
+    fl = doc["floor"]
+    pos = [f"{k} {fl[k]['before']:.2f} -> {fl[k]['after']:.2f}" for k in ("residual_ratio", "position")
+           if fl[k]["before"] is not None and fl[k]["after"] is not None]
+    if pos:
+        tables[1].note = "floor position: " + "; ".join(pos)
+    return Document("tracekit diff", tables, notes, data=doc)
+
+
+@click.command("diff")
+@click.argument("before", type=click.Path(path_type=Path))
+@click.argument("after", type=click.Path(path_type=Path))
+@click.option("--config", default=None, help="Named config or TOML file (for traces; reports carry their own).")
+@click.option("--batch", type=click.IntRange(min=1), default=None, help="Concurrent requests (overrides the config).")
+@click.option("--context", type=click.IntRange(min=1), default=None, help="Context tokens per request.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override any config field.")
+@click.option("--step", "step_regex", default=None, metavar="REGEX", help="Regex over NVTX/annotation names.")
+@click.option("--skip-steps", type=click.IntRange(min=0), default=0, show_default=True, help="Drop warm-up steps.")
+@click.option("--threshold", type=click.FloatRange(min=1.0), default=1.3, show_default=True,
+              help="Residual ratio under which a step is near the floor; also the over-budget ratio.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where ingested stores are kept (default: $XDG_CACHE_HOME/tracekit).")
+@click.option("--no-cache", is_flag=True, help="Ingest into a temporary store, discarded afterwards.")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Parallel ingest processes.")
+@click.option("--gate", is_flag=True, help="Exit with the AFTER verdict's code: 0 near-floor, 10 pipeline, 11 kernel, "
+              "12 inconclusive.")
+@click.option("--fail-if-slower", default=None, metavar="PCT",
+              help="Exit 13 when the AFTER step p50 is slower than BEFORE by more than PCT (e.g. 5%).")
+@click.option("--expect-faster", default=None, metavar="CLASS",
+              help="Exit 14 unless CLASS's measured time per step fell by at least 1%.")
+@output_options
+def diff_cmd(before: Path, after: Path, config: str | None, batch: int | None, context: int | None,
+             sets: tuple[str, ...], step_regex: str | None, skip_steps: int, threshold: float,
+             cache_dir: Path | None, no_cache: bool, jobs: int, gate: bool, fail_if_slower: str | None,
+             expect_faster: str | None, fmt: str, out_path: Path | None) -> None:
+    """Compare two analyses (reports or traces of one config): what changed, largest explanation first."""
+    import re
+
+    from tracekit import diff as d
+    from tracekit.analysis.analyze import AnalyzeOptions
+    from tracekit.cli import parse_sets
+
+    overrides = parse_sets(sets)
+    if batch is not None:
+        overrides["batch"] = str(batch)
+    if context is not None:
+        overrides["context_tokens"] = str(context)
+    if overrides and not config:
+        raise click.BadParameter("needs --config", param_hint="--batch/--context/--set")
+    if step_regex is not None:
+        try:
+            re.compile(step_regex)
+        except re.error as exc:
+            raise click.BadParameter(f"{step_regex!r} is not a regex ({exc})", param_hint="--step") from None
+    allowance = d.parse_percent(fail_if_slower) if fail_if_slower is not None else None
+    opts = AnalyzeOptions(config=config, overrides=overrides, step_regex=step_regex, skip_steps=skip_steps,
+                          threshold=threshold)
+    sides = [d.load_side(p, opts, cache_dir, not no_cache, jobs) for p in (before, after)]
+    doc = d.diff(*sides)
+    if any(s.kind == "report" for s in sides) and (config or step_regex or skip_steps):
+        doc["caveats"].append("analysis options apply to traces only; reports are compared as they were written")
+    code, reasons = d.gate(doc, gate, allowance, expect_faster)
+    doc["gate"] = {"gate": gate, "fail_if_slower": allowance, "expect_faster": expect_faster,
+                   "exit_status": code, "reasons": reasons}
+    emit(diff_document(doc), fmt, out_path)
+    if code:
+        sys.exit(code)

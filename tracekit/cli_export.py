@@ -1,0 +1,51 @@
+"""`tracekit export`: the store as partitioned Parquet, and/or the analysis as a Perfetto timeline."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+
+from tracekit.cli_common import input_options
+from tracekit.errors import InputError
+from tracekit.output import Document, Table, emit, output_options
+from tracekit.store import Store
+
+
+@click.command("export")
+@input_options
+@output_options
+@click.option("--parquet", "parquet_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write the store as Parquet partitioned by rank: DIR/<table>/rank=<r>/*.parquet.")
+@click.option("--perfetto", "perfetto_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the analysed timeline (steps, gaps, kernels) as a Perfetto/Chrome trace JSON.")
+@click.option("--config", default=None, help="With --perfetto: named config or TOML file for kernel classes.")
+@click.option("--step", "step_regex", default=None, metavar="REGEX",
+              help="With --perfetto: regex over NVTX/annotation names that marks one step.")
+def export_cmd(store: Store, fmt: str, out_path: Path | None, parquet_dir: Path | None,
+               perfetto_path: Path | None, config: str | None, step_regex: str | None) -> None:
+    """Export traces for other tools: partitioned Parquet (DuckDB, polars, Spark) and Perfetto."""
+    import polars as pl
+
+    if parquet_dir is None and perfetto_path is None:
+        raise InputError("export: give --parquet DIR and/or --perfetto OUT.json")
+    if step_regex is not None:
+        try:
+            re.compile(step_regex)
+        except re.error as exc:
+            raise InputError(f"--step {step_regex!r}: not a regex ({exc})") from None
+    tables = []
+    if parquet_dir is not None:
+        from tracekit.export import export_parquet
+
+        rows = export_parquet(store, parquet_dir)
+        tables.append(Table(f"parquet in {parquet_dir}", pl.DataFrame(
+            {"table": list(rows), "rows": list(rows.values())}, schema={"table": pl.String, "rows": pl.Int64})))
+    if perfetto_path is not None:
+        from tracekit.analysis.analyze import AnalyzeOptions, run_analysis
+        from tracekit.perfetto import write_perfetto
+
+        write_perfetto(run_analysis(store, AnalyzeOptions(config=config, step_regex=step_regex)), perfetto_path)
+        tables.append(Table("perfetto", pl.DataFrame({"file": [str(perfetto_path)]})))
+    emit(Document("tracekit export", tables, notes=store.warnings), fmt, out_path)

@@ -1,0 +1,175 @@
+"""Before/after comparison of two analyses (``tracekit diff``): per-class time, host gaps by cause, exposed
+communication and floor position, with the change that explains most of the step-time difference first,
+and the exit status for gating.
+
+Inputs are ``tracekit.report/v1`` JSON documents or traces (analysed here with the same options). The
+result is the ``tracekit.diff/v1`` document (docs/reconcile.md).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracekit.analysis.analyze import GATE_EXIT, REPORT_SCHEMA, AnalyzeOptions
+from tracekit.errors import InputError
+
+DIFF_SCHEMA = "tracekit.diff/v1"
+SLOWER_EXIT = 13  # --fail-if-slower: the AFTER step p50 is slower than BEFORE by more than the allowance
+NOT_FASTER_EXIT = 14  # --expect-faster CLASS: the class's per-step time did not fall by EXPECT_FASTER_MIN
+EXPECT_FASTER_MIN = 0.01  # a class must lose at least 1% of its BEFORE time to count as faster
+SNIFF_BYTES = 4096
+
+
+@dataclass
+class Side:
+    """One input: where it came from and its v1 report."""
+
+    path: str
+    kind: str  # 'report' or 'trace'
+    report: dict[str, Any]
+
+
+def json_schema(path: Path) -> str | None:
+    """The ``schema`` of a tracekit JSON document (its first key), None for anything else (traces included:
+    a Kineto trace starts with ``schemaVersion``, an Nsight export is SQLite)."""
+    if not path.is_file() or path.suffix == ".gz":
+        return None
+    with path.open("rb") as f:
+        head = f.read(SNIFF_BYTES).decode("utf-8", errors="replace").lstrip()
+    if not head.startswith("{") or '"schema"' not in head[:200]:
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not a readable tracekit report ({type(exc).__name__}); "
+                         "write it with `tracekit analyze --format json --out FILE`") from None
+    return str(doc.get("schema")) if isinstance(doc, dict) else None
+
+
+def load_side(path: Path, opts: AnalyzeOptions, cache_dir: Path | None, use_cache: bool, jobs: int) -> Side:
+    """A report file as is, or a trace (file or per-rank directory) analysed with ``opts``."""
+    schema = json_schema(path)
+    if schema == REPORT_SCHEMA:
+        return Side(str(path), "report", json.loads(path.read_text(encoding="utf-8")))
+    if schema is not None:
+        raise InputError(f"{path}: a {schema} document; give a {REPORT_SCHEMA} report "
+                         "(`tracekit analyze --format json`) or a trace")
+    from tracekit.analysis.analyze import analyze
+    from tracekit.store import open_store
+
+    with open_store([path], cache_dir=cache_dir, use_cache=use_cache, jobs=jobs) as store:
+        return Side(str(path), "trace", analyze(store, opts))
+
+
+def _delta(before: int | float | None, after: int | float | None) -> dict[str, Any]:
+    d = None if before is None or after is None else after - before
+    return {"before": before, "after": after, "delta": d,
+            "delta_fraction": (d / before) if d is not None and before else None}
+
+
+def _classes(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in report["classes"]}
+
+
+def changes(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    """The step partitioned into owners (host-gap causes and each class's attributed time, communication
+    classes by their exposed time), each owner's change, the one that explains most of the step change first."""
+    step_delta = after["steps"]["step_ns_p50"] - before["steps"]["step_ns_p50"]
+    rows = []
+    for cause in sorted(set(before["host_gaps"]["by_cause"]) | set(after["host_gaps"]["by_cause"])):
+        b, a = before["host_gaps"]["by_cause"].get(cause, 0), after["host_gaps"]["by_cause"].get(cause, 0)
+        rows.append({"component": f"host gap: {cause}", "kind": "host_gap", "name": cause,
+                     "before_ns": b, "after_ns": a, "delta_ns": a - b})
+    cb, ca = _classes(before), _classes(after)
+    for name in sorted(set(cb) | set(ca)):
+        comm = (cb.get(name) or ca.get(name) or {}).get("communication", False)
+        b = (cb.get(name) or {}).get("attributed_ns", 0)
+        a = (ca.get(name) or {}).get("attributed_ns", 0)
+        rows.append({"component": f"{'exposed comm' if comm else 'class'}: {name}",
+                     "kind": "exposed_comm" if comm else "class", "name": name,
+                     "before_ns": b, "after_ns": a, "delta_ns": a - b})
+    sign = 1 if step_delta >= 0 else -1
+    for r in rows:
+        r["share_of_step_delta"] = (r["delta_ns"] / step_delta + 0.0) if step_delta else None  # no -0.0
+    rows.sort(key=lambda r: (-sign * r["delta_ns"], -abs(r["delta_ns"]), r["component"]))
+    return rows
+
+
+def parse_percent(text: str) -> float:
+    """'5%' or '5' -> 0.05; a bad value is an InputError naming the option."""
+    value = text.strip().removesuffix("%")
+    try:
+        out = float(value) / 100
+    except ValueError:
+        raise InputError(f"--fail-if-slower {text!r}: not a percentage; write e.g. 5%") from None
+    if out < 0:
+        raise InputError(f"--fail-if-slower {text!r}: must be >= 0%")
+    return out
+
+
+def gate(doc: dict[str, Any], use_gate: bool, fail_if_slower: float | None,
+         expect_faster: str | None) -> tuple[int, list[str]]:
+    """Exit status and why: 13 slower than allowed, else 14 expected class not faster, else the AFTER
+    verdict's analyze --gate code (with --gate), else 0."""
+    reasons = []
+    step = doc["step"]["p50_ns"]
+    if fail_if_slower is not None and step["before"] and step["after"] > step["before"] * (1 + fail_if_slower):
+        reasons.append(f"step p50 {step['after']} ns is {step['delta_fraction']:+.1%} against {step['before']} ns, "
+                       f"beyond the allowed +{fail_if_slower:.1%}")
+        return SLOWER_EXIT, reasons
+    if expect_faster is not None:
+        row = next((c for c in doc["classes"] if c["name"] == expect_faster), None)
+        if row is None or not row["measured_ns"]["before"]:
+            raise InputError(f"--expect-faster {expect_faster}: no such class in BEFORE; see its classes table")
+        m = row["measured_ns"]
+        if m["after"] > m["before"] * (1 - EXPECT_FASTER_MIN):
+            reasons.append(f"{expect_faster} measured {m['after']} ns per step against {m['before']} ns: not "
+                           f"faster by at least {EXPECT_FASTER_MIN:.0%}")
+            return NOT_FASTER_EXIT, reasons
+        reasons.append(f"{expect_faster} is {m['delta_fraction']:+.1%} per step")
+    if use_gate:
+        verdict = doc["verdict"]["after"]
+        reasons.append(f"AFTER verdict {verdict}")
+        return GATE_EXIT[verdict], reasons
+    return 0, reasons
+
+
+def diff(before: Side, after: Side) -> dict[str, Any]:
+    """The ``tracekit.diff/v1`` document of two analysed sides."""
+    b, a = before.report, after.report
+    cb, ca = _classes(b), _classes(a)
+    caveats = []
+    if (b["config"]["name"], b["config"].get("effective")) != (a["config"]["name"], a["config"].get("effective")):
+        caveats.append(f"BEFORE and AFTER use different configs ({b['config']['name']} vs {a['config']['name']}): "
+                       "budgets and floors differ")
+    fb, fa = b["floor"] or {}, a["floor"] or {}
+    gaps_b, gaps_a = b["host_gaps"]["by_cause"], a["host_gaps"]["by_cause"]
+    coll_b, coll_a = b["exposed_comm"]["by_collective"], a["exposed_comm"]["by_collective"]
+    return {
+        "schema": DIFF_SCHEMA,
+        "before": {"path": before.path, "kind": before.kind, "config": b["config"]["name"]},
+        "after": {"path": after.path, "kind": after.kind, "config": a["config"]["name"]},
+        "step": {"p50_ns": _delta(b["steps"]["step_ns_p50"], a["steps"]["step_ns_p50"]),
+                 "p99_ns": _delta(b["steps"]["step_ns_p99"], a["steps"]["step_ns_p99"]),
+                 "count": {"before": b["steps"]["count"], "after": a["steps"]["count"]}},
+        "floor": {k: _delta(fb.get(k), fa.get(k)) for k in ("t_opt_ns", "t_sum_ns", "residual_ratio", "position")},
+        "verdict": {"before": b["verdict"], "after": a["verdict"]},
+        "changes": changes(b, a),
+        "classes": [{"name": n, "communication": (cb.get(n) or ca.get(n))["communication"],
+                     **{k: _delta((cb.get(n) or {}).get(k, 0), (ca.get(n) or {}).get(k, 0))
+                        for k in ("measured_ns", "attributed_ns")},
+                     "budget_ns": (ca.get(n) or cb.get(n) or {}).get("budget_ns")}
+                    for n in sorted(set(cb) | set(ca))],
+        "host_gaps": {"total_ns": _delta(b["host_gaps"]["total_ns"], a["host_gaps"]["total_ns"]),
+                      "by_cause": {c: _delta(gaps_b.get(c, 0), gaps_a.get(c, 0))
+                                   for c in sorted(set(gaps_b) | set(gaps_a))}},
+        "exposed_comm": {"exposed_ns": _delta(b["exposed_comm"]["exposed_ns"], a["exposed_comm"]["exposed_ns"]),
+                         "by_collective": {c: _delta((coll_b.get(c) or {}).get("exposed_ns", 0),
+                                                     (coll_a.get(c) or {}).get("exposed_ns", 0))
+                                           for c in sorted(set(coll_b) | set(coll_a))}},
+        "reasons": [f"BEFORE: {r}" for r in b["reasons"]] + [f"AFTER: {r}" for r in a["reasons"]],
+        "caveats": caveats,
+    }

@@ -1,0 +1,144 @@
+"""Where `tracekit analyze` runs: in this process (the default) or on a Dask cluster, and its report cache.
+
+The analysis splits in two (``tracekit.analysis.analyze``): a per-rank part (each device's steps and
+their accounting, each rank's host activity) and a cross-rank part that reduces those results to the
+report (step statistics over all ranks, stragglers, classes, verdict). With ``--engine dask`` the
+ingest of every file and the per-rank part run as Dask tasks (``dask[distributed]``, an optional
+extra); the reduction runs here over the per-rank results, with the same code as the in-process run,
+so both give the same report. Workers and this process must see the same cache folder
+(``--cache-dir`` on a shared filesystem for a remote cluster).
+
+In-process, a report is cached beside the stores, keyed on the stores (each file's identity and rank),
+the options, the config file's content and a digest of tracekit's own code, so analysing an unchanged
+trace again only reads the cached report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tracekit import __version__
+from tracekit.analysis.analyze import AnalyzeOptions, analyze, analyze_devices, build_analysis
+from tracekit.analysis.gaps import HostActivity
+from tracekit.cli_common import Inputs
+from tracekit.errors import InputError
+from tracekit.output import write_atomically
+from tracekit.store import Store, default_cache_dir, expand_inputs, ingest_file, open_store
+
+ENGINES = ("local", "dask")
+_CODE_PACKAGES = ("tracekit", "tracekit.analysis", "tracekit.parsers", "tracekit.floor", "tracekit.budgets")
+
+
+def _code_digest() -> str:
+    """A digest of tracekit's installed code and data files (a changed analysis invalidates cached reports)."""
+    import importlib
+
+    h = hashlib.sha256(__version__.encode())
+    for name in _CODE_PACKAGES:
+        root = Path(importlib.import_module(name).__file__ or "").parent
+        for f in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".toml") and "__pycache__" not in p.parts):
+            h.update(f.relative_to(root).as_posix().encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def report_key(store: Store, opts: AnalyzeOptions) -> str:
+    """The cache key of a report: the stores and ranks, the inputs as named, the options and the code."""
+    config_file = Path(opts.config) if opts.config else None
+    config_digest = (hashlib.sha256(config_file.read_bytes()).hexdigest()
+                     if config_file is not None and config_file.is_file() else None)
+    identity = {
+        "files": [[str(f.source), f.db.name, f.rank] for f in store.files],
+        "warnings": store.warnings,
+        "options": dataclasses.asdict(opts),
+        "config_file": config_digest,
+        "code": _code_digest(),
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def cached_report(store: Store, opts: AnalyzeOptions) -> dict[str, Any]:
+    """The v1 report of ``store``: read from the report cache beside the stores, else analysed and cached.
+
+    A store opened with ``--no-cache`` (in a temporary folder) is always analysed afresh."""
+    if not store.files or store._tmp is not None:
+        return analyze(store, opts)
+    path = store.files[0].db.parent / "reports" / f"{report_key(store, opts)}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass  # absent or damaged: analyse again
+    report = analyze(store, opts)
+    with contextlib.suppress(OSError):  # a read-only cache still answers, only slower next time
+        write_atomically(path, json.dumps(report))
+    return report
+
+
+def _rank_task(path: Path, rank: int, cache_dir: Path,
+               opts: AnalyzeOptions) -> tuple[list[Any], dict[int, HostActivity]]:
+    """One Dask task: a rank's file (already ingested) opened alone under its rank; its per-rank analysis."""
+    with open_store([path], cache_dir=cache_dir, ranks=[rank]) as store:
+        return analyze_devices(store, opts)
+
+
+def analyze_dask(inputs: Inputs, opts: AnalyzeOptions, scheduler: str | None = None) -> dict[str, Any]:
+    """The v1 report with ingest and per-rank analysis as Dask tasks; the cross-rank reduction runs here.
+
+    ``scheduler`` is the address of a running Dask scheduler; without it a local cluster of ``--jobs``
+    worker processes is started for this run."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise InputError("--engine dask: Dask is not installed; pip install 'tracekit[dask]'") from None
+    files = expand_inputs(inputs.paths)
+    tmp = None if inputs.use_cache else tempfile.TemporaryDirectory(prefix="tracekit-")
+    cache_dir = Path(tmp.name) if tmp is not None else (inputs.cache_dir or default_cache_dir())
+    cluster = None
+    try:
+        if scheduler:
+            try:
+                client = Client(scheduler, timeout="10s")
+            except OSError as exc:
+                raise InputError(f"--scheduler {scheduler}: cannot connect ({exc}); start a scheduler "
+                                 "(dask scheduler) or leave --scheduler out for a local cluster") from None
+        else:
+            cluster = LocalCluster(n_workers=inputs.jobs, threads_per_worker=1, dashboard_address=None)
+            client = Client(cluster)
+        try:
+            client.gather(client.map(ingest_file, files, cache_dir=cache_dir, pure=False))
+            # Every file is now in the cache: opening the set here only attaches the stores and assigns ranks.
+            shared = dataclasses.replace(inputs, cache_dir=cache_dir, use_cache=True, jobs=1, quiet=True)
+            with shared.open() as store:
+                ranks = [f.rank for f in store.files]
+                parts = client.gather(client.map(_rank_task, files, ranks, cache_dir=cache_dir, opts=opts,
+                                                 pure=False))
+                results, hosts = [], {}
+                for devices, rank_hosts in parts:
+                    results += devices
+                    hosts |= rank_hosts
+                results.sort(key=lambda r: (r.ops.rank, r.ops.device_id))
+                return build_analysis(store, opts, results, hosts).report
+        finally:
+            client.close()
+    finally:
+        if cluster is not None:
+            cluster.close()
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def analyze_inputs(inputs: Inputs, opts: AnalyzeOptions, engine: str = "local",
+                   scheduler: str | None = None) -> dict[str, Any]:
+    """The v1 report of the inputs on the chosen engine (``local``: in this process, with the report cache)."""
+    if engine == "dask":
+        return analyze_dask(inputs, opts, scheduler)
+    if scheduler:
+        raise InputError("--scheduler: only with --engine dask")
+    with inputs.open() as store:
+        return cached_report(store, opts)

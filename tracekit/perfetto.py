@@ -1,0 +1,111 @@
+"""An annotated timeline for Perfetto and chrome://tracing: the original GPU operations plus the findings.
+
+The file is a Chrome-trace JSON shaped like a PyTorch profiler (Kineto) trace, so tracekit's own Kineto
+reader reads it back: per (rank, device) one process whose threads are the streams, holding every kernel
+(``cat: "kernel"``) and memory operation (``gpu_memcpy``/``gpu_memset``) with ``args.device``,
+``args.stream`` and a ``args.correlation`` unique in the file. Beside it, one process of analysis tracks,
+``cat: "tracekit"`` (a category the reader counts as skipped): step windows, host gaps named by cause,
+exposed communication, and the kernels of over-budget classes. Times are exact: ``ts``/``dur`` are
+microseconds with three decimals from ``baseTimeNanoseconds``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tracekit.analysis.analyze import Analysis
+from tracekit.output import write_atomically
+from tracekit.timeline import communication_classes, exposed_intervals, gap_marks, is_memop
+
+TRACKS = ("step windows", "host gaps (by cause)", "exposed communication", "over-budget kernels")
+CATEGORY = "tracekit"
+
+
+def _us(ns: int) -> str:
+    """Non-negative ns as exact microsecond JSON number text."""
+    return f"{ns // 1000}.{ns % 1000:03d}"
+
+
+def _event(cat: str, name: str, pid: int, tid: int, start_ns: int, end_ns: int, args: dict[str, Any]) -> str:
+    return (f'{{"ph":"X","cat":"{cat}","name":{json.dumps(name)},"pid":{pid},"tid":{tid},'
+            f'"ts":{_us(start_ns)},"dur":{_us(end_ns - start_ns)},"args":{json.dumps(args)}}}')
+
+
+def _meta(kind: str, pid: int, tid: int | None, **args: Any) -> str:
+    tid_part = f',"tid":{tid}' if tid is not None else ""
+    return f'{{"ph":"M","name":"{kind}","pid":{pid}{tid_part},"args":{json.dumps(args)}}}'
+
+
+def _device_events(analysis: Analysis, i: int, base: int, correlation: int) -> tuple[list[str], int]:
+    """One device's operations and analysis tracks; returns the events and the next free correlation id."""
+    dev = analysis.devices[i]
+    ops, report = dev.ops, analysis.report
+    gpu_pid, ann_pid = 2 * i + 1, 2 * i + 2
+    out = [_meta("process_name", gpu_pid, None, name=f"rank {ops.rank} GPU {ops.device_id}"),
+           _meta("process_sort_index", gpu_pid, None, sort_index=2 * i + 1),
+           _meta("process_name", ann_pid, None, name=f"rank {ops.rank} GPU {ops.device_id}: tracekit analysis"),
+           _meta("process_sort_index", ann_pid, None, sort_index=2 * i)]
+    for s in np.unique(ops.stream_id).tolist():
+        out.append(_meta("thread_name", gpu_pid, s, name=f"stream {s}"))
+    for t, name in enumerate(TRACKS, start=1):
+        out += [_meta("thread_name", ann_pid, t, name=name), _meta("thread_sort_index", ann_pid, t, sort_index=t)]
+    cls_text = ops.cls.astype(str)
+    memop = is_memop(cls_text, ops.name)
+    for j in range(len(ops)):
+        s, e, stream = int(ops.start_ns[j]), int(ops.end_ns[j]), int(ops.stream_id[j])
+        args = {"device": ops.device_id, "stream": stream, "correlation": correlation + j, "rank": ops.rank,
+                "class": cls_text[j]}
+        if memop[j]:
+            out.append(_event(f"gpu_{cls_text[j]}", cls_text[j].capitalize(), gpu_pid, stream, s - base, e - base,
+                              args))
+        else:
+            out.append(_event("kernel", str(ops.name[j]), gpu_pid, stream, s - base, e - base, args))
+    communication = communication_classes(report)
+    over = {c["name"]: c for c in report["classes"] if c["over_budget"]}
+    flagged: set[int] = set()
+    for acc in dev.accounts:
+        w = acc.window
+        out.append(_event(CATEGORY, w.label, ann_pid, 1, w.start_ns - base, w.end_ns - base, {
+            "step": w.index, "dur_ns": w.dur_ns, "host_gap_ns": acc.gap_ns, "exposed_comm_ns": acc.exposed_ns}))
+        for g in gap_marks(dev, acc.gaps):
+            out.append(_event(CATEGORY, f"host gap: {g.cause}", ann_pid, 2, g.start_ns - base, g.end_ns - base,
+                              {"step": w.label, "by_cause_ns": g.by_cause}))
+        exposed = exposed_intervals(dev, acc, communication)
+        for s, e in zip(exposed.starts.tolist(), exposed.ends.tolist(), strict=True):
+            out.append(_event(CATEGORY, "exposed communication", ann_pid, 3, s - base, e - base, {"step": w.label}))
+        flagged.update(int(j) for j in acc.ops_in_window if cls_text[j] in over)
+    for j in sorted(flagged):
+        c = over[cls_text[j]]
+        out.append(_event(CATEGORY, str(ops.name[j]), ann_pid, 4, int(ops.start_ns[j]) - base,
+                          int(ops.end_ns[j]) - base, {"class": c["name"], "class_ratio": round(c["ratio"], 3),
+                                                      "class_budget_ns": c["budget_ns"],
+                                                      "class_excess_ns": c["excess_ns"]}))
+    return out, correlation + len(ops)
+
+
+def perfetto_json(analysis: Analysis) -> str:
+    """The annotated timeline as Chrome-trace JSON text."""
+    starts = [int(d.ops.start_ns.min()) for d in analysis.devices if len(d.ops)]
+    starts += [a.window.start_ns for d in analysis.devices for a in d.accounts]
+    base = min(starts, default=0)
+    events: list[str] = []
+    correlation = 1
+    for i in range(len(analysis.devices)):
+        device_events, correlation = _device_events(analysis, i, base, correlation)
+        events += device_events
+    ranks = sorted({d.ops.rank for d in analysis.devices})
+    top: dict[str, Any] = {"schemaVersion": 1, "baseTimeNanoseconds": base, "displayTimeUnit": "ns",
+                           "traceName": f"tracekit analyze: {analysis.report['verdict']}"}
+    if len(ranks) == 1:
+        top["distributedInfo"] = {"rank": ranks[0]}
+    head = json.dumps(top)[1:-1]
+    return "{" + head + ',\n"traceEvents": [\n' + ",\n".join(events) + "\n]}\n"
+
+
+def write_perfetto(analysis: Analysis, out_path: Path) -> None:
+    """Write the annotated timeline of ``analysis`` to ``out_path`` (replaced atomically)."""
+    write_atomically(Path(out_path), perfetto_json(analysis))

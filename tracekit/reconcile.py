@@ -1,0 +1,236 @@
+"""Serving benchmarks against the floor (``tracekit reconcile``): the operating point of each run, its TPOT
+P50 and P99 placed against the floor at that point, the closest wall, the measured goodput against the
+floor's frontier, and the benchmark-discipline rules, each checked and reported.
+
+The result is the ``tracekit.reconcile/v1`` document (docs/reconcile.md); renderers only format it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracekit import floor
+from tracekit.benchresults import BenchResult
+
+RECONCILE_SCHEMA = "tracekit.reconcile/v1"
+BELOW_FLOOR_TOLERANCE = 0.95  # as in analyze: this far under t_opt, the config does not describe the run
+STEADY_STATE_FACTOR = 10  # requests needed per request in flight before warm-up and drain stop dominating
+DERIVED_KEYS = ("batch", "context_tokens")
+
+
+@dataclass
+class ReconcileOptions:
+    """What the user asked for; every threshold is reported back in the document."""
+
+    config: str
+    overrides: dict[str, str] = field(default_factory=dict)
+    threshold: float = 1.3
+
+
+@dataclass
+class OperatingPoint:
+    """Requests in flight (and how that was found) and the mean KV length per request."""
+
+    concurrency: float | None
+    source: str
+    detail: str
+    context_tokens: int | None
+
+
+def operating_point(r: BenchResult) -> OperatingPoint:
+    """Concurrency: the tool's measured average, else Little's law (requests/s x mean E2E), else its
+    decode-side form (output tokens/s x mean TPOT), else the configured cap. Context: mean input + half
+    the mean output (the KV length averaged over a request's decode)."""
+    context = None
+    if r.input_len_mean is not None and r.output_len_mean is not None:
+        context = max(1, round(r.input_len_mean + r.output_len_mean / 2))
+    if r.concurrency_reported is not None:
+        return OperatingPoint(r.concurrency_reported, "reported",
+                              f"{r.tool}'s measured average of requests in flight", context)
+    if r.throughput_requests_per_s and r.e2e_ns_mean:
+        conc = r.throughput_requests_per_s * r.e2e_ns_mean / 1e9
+        return OperatingPoint(conc, "littles_law", f"Little's law: {r.throughput_requests_per_s:.4g} requests/s "
+                              f"x mean E2E {r.e2e_ns_mean / 1e6:.1f} ms", context)
+    if r.output_tokens_per_s and r.tpot_ns_mean:
+        conc = r.output_tokens_per_s * r.tpot_ns_mean / 1e9
+        return OperatingPoint(conc, "littles_law_tokens", f"Little's law over tokens (no mean E2E reported): "
+                              f"{r.output_tokens_per_s:.5g} output tokens/s x mean TPOT "
+                              f"{r.tpot_ns_mean / 1e6:.2f} ms", context)
+    if r.max_concurrency:
+        return OperatingPoint(float(r.max_concurrency), "max_concurrency",
+                              "the configured concurrency cap (no throughput and latency to apply Little's law)",
+                              context)
+    return OperatingPoint(None, "unknown", "neither concurrency nor throughput and latency are reported", context)
+
+
+def discipline(r: BenchResult, concurrency: float | None) -> list[dict[str, str]]:
+    """The four rules, each ok, broken or unknown (never assumed), with the numbers behind the status."""
+    rules = []
+    rate, cap = r.request_rate_per_s, r.max_concurrency
+    if rate is None:
+        rules.append(_rule("open_loop", "unknown", "the arrival process is not recorded in the result"))
+    elif math.isinf(rate):
+        rules.append(_rule("open_loop", "broken", "closed loop: requests are sent back to back"
+                           + (f" with {cap} in flight" if cap else " all at once")
+                           + "; this measures latency at a fixed concurrency, not at an arrival rate"))
+    else:
+        rules.append(_rule("open_loop", "ok", f"open loop at {rate:g} requests/s"
+                           + (f", capped at {cap} in flight (arrivals queue client-side when the cap binds)"
+                              if cap else "")))
+    stds = {"input": r.input_len_std, "output": r.output_len_std}
+    if any(v is None for v in stds.values()):
+        rules.append(_rule("length_distribution", "unknown",
+                           "the result has no per-request lengths or their spread; cannot tell"))
+    else:
+        fixed = [k for k, v in stds.items() if v == 0]
+        rules.append(_rule("length_distribution", "broken" if fixed else "ok",
+                           f"every request has the same {' and '.join(fixed)} length (std 0)" if fixed else
+                           f"length std: input {stds['input']:.4g}, output {stds['output']:.4g} tokens"))
+    if r.num_requests is None or concurrency is None:
+        rules.append(_rule("steady_state", "unknown", f"rule: requests >= {STEADY_STATE_FACTOR} x concurrency; "
+                           "the request count or the concurrency is not known"))
+    else:
+        need = STEADY_STATE_FACTOR * concurrency
+        ok = r.num_requests >= need
+        rules.append(_rule("steady_state", "ok" if ok else "broken",
+                           f"{r.num_requests} requests {'>=' if ok else '<'} {STEADY_STATE_FACTOR} x concurrency "
+                           f"{concurrency:.1f} = {need:.0f}" + ("" if ok else ": warm-up and drain dominate")))
+    missing = [n for n, v in (("TPOT P50", r.tpot_ns_p50), ("TPOT P99", r.tpot_ns_p99),
+                              ("TTFT P50", r.ttft_ns_p50), ("TTFT P99", r.ttft_ns_p99)) if v is None]
+    rules.append(_rule("tail_percentiles", "broken" if missing else "ok",
+                       f"missing: {', '.join(missing)}" if missing else "TPOT and TTFT P50 and P99 present"))
+    return rules
+
+
+def _rule(name: str, status: str, detail: str) -> dict[str, str]:
+    return {"rule": name, "status": status, "detail": detail}
+
+
+def place(result: floor.FloorResult, tpot_ns: int | None, threshold: float) -> dict[str, Any] | None:
+    """One TPOT percentile against the floor, with analyze's verdict rules (below 0.95 t_opt: inconclusive)."""
+    if not tpot_ns:
+        return None
+    p = floor.place_measured(result, tpot_ns, threshold)
+    verdict, reason = p.verdict, p.reason
+    if tpot_ns < BELOW_FLOOR_TOLERANCE * p.t_opt_ns:
+        verdict = "inconclusive"
+        reason = (f"{p.residual_ratio:.2f}x the optimistic floor: faster than a lower bound, so the config does "
+                  "not describe the run (check the model, precision, layout and --set values)")
+    return {"measured_ns": tpot_ns, "t_opt_ns": p.t_opt_ns, "t_sum_ns": p.t_sum_ns, "position": p.position,
+            "residual_ratio": p.residual_ratio, "threshold": threshold, "verdict": verdict, "reason": reason}
+
+
+def closest_wall(walls: floor.WallsResult, batch: int) -> dict[str, Any] | None:
+    """The reachable wall nearest the operating concurrency on a log scale."""
+    reach = [w for w in walls.walls if w.reachable and w.batch]
+    if not reach:
+        return None
+    w = min(reach, key=lambda w: abs(math.log(batch / w.batch)))
+    return {"name": w.name, "batch": w.batch, "batch_ratio": batch / w.batch, "note": w.note}
+
+
+def config_at(opts: ReconcileOptions, derived: dict[str, int], reasons: list[str]) -> floor.DeploymentConfig:
+    """The config at the derived batch and context (``--set`` wins). Client-side concurrency beyond the KV
+    capacity is requests queued in the server: the decode batch is capped at the capacity, with a reason."""
+    settings = {**{k: str(v) for k, v in derived.items()}, **opts.overrides}
+    if "batch" not in opts.overrides:
+        cap = floor.load_config(opts.config, {**settings, "batch": "1"}).kv_capacity_requests
+        if derived["batch"] > cap:
+            reasons.append(f"{derived['batch']} requests in flight exceed the KV capacity of {cap} at "
+                           f"{derived['context_tokens']} tokens: the rest queue in the server, so the decode "
+                           f"batch is taken as {cap}")
+            settings["batch"] = str(cap)
+    return floor.load_config(opts.config, settings)
+
+
+def reconcile_one(r: BenchResult, opts: ReconcileOptions) -> dict[str, Any]:
+    """One run: operating point, floor there, TPOT placements, closest wall, goodput, discipline, verdict."""
+    op = operating_point(r)
+    rules = discipline(r, op.concurrency)
+    reasons = [f"{x['rule']} {x['status']}: {x['detail']}" for x in rules if x["status"] != "ok"]
+    entry: dict[str, Any] = {"source": {"path": r.path, "index": r.index, "tool": r.tool,
+                                        "tool_version_checked": r.tool_version_checked, "label": r.label},
+                             "benchmark": r.to_dict(), "discipline": rules}
+    point: dict[str, Any] = {"concurrency": op.concurrency, "concurrency_source": op.source,
+                             "concurrency_detail": op.detail, "context_tokens": op.context_tokens}
+    entry["operating_point"] = point
+    if op.concurrency is None or op.context_tokens is None:
+        reasons.insert(0, "no operating point: " + (op.detail if op.concurrency is None else
+                                                     "mean input and output lengths are not reported"))
+        return {**entry, "floor": None, "tpot": {"p50": None, "p99": None}, "closest_wall": None,
+                "goodput": None, "verdict": "inconclusive", "reasons": reasons}
+    derived = {"batch": max(1, round(op.concurrency)), "context_tokens": op.context_tokens}
+    try:
+        cfg = config_at(opts, derived, reasons)
+    except floor.ConfigError as exc:
+        reasons.insert(0, f"the config cannot hold this run's operating point: {exc}")
+        return {**entry, "floor": None, "tpot": {"p50": None, "p99": None}, "closest_wall": None,
+                "goodput": None, "verdict": "inconclusive", "reasons": reasons}
+    for key in DERIVED_KEYS:
+        if key in opts.overrides:
+            reasons.append(f"--set {key}={opts.overrides[key]} replaces the derived {derived[key]}")
+    point.update(batch=cfg.batch, effective=cfg.settings())
+    result = floor.compute_floor(cfg)
+    tpot = {"p50": place(result, r.tpot_ns_p50, opts.threshold), "p99": place(result, r.tpot_ns_p99, opts.threshold)}
+    wall = closest_wall(floor.compute_walls(cfg), cfg.batch)
+    goodput = None
+    if r.output_tokens_per_s is not None:
+        at_floor = result.tokens_per_s_per_gpu()
+        per_gpu = r.output_tokens_per_s / cfg.n_gpus
+        goodput = {"output_tokens_per_s_per_gpu": per_gpu, "floor_tokens_per_s_per_gpu": at_floor,
+                   "fraction_of_floor": per_gpu / at_floor if at_floor else None}
+    headline = tpot["p50"]
+    if headline is None:
+        verdict = "inconclusive"
+        reasons.insert(0, "no TPOT P50 in the result: nothing to place against the floor")
+    else:
+        verdict = headline["verdict"]
+        reasons.insert(0, f"TPOT P50 {headline['measured_ns']} ns is {headline['residual_ratio']:.2f}x the "
+                          f"optimistic floor {result.t_opt_ns} ns at {cfg.batch} requests x {cfg.context_tokens} "
+                          f"tokens: {headline['reason']}")
+        if tpot["p99"] is not None:
+            reasons.insert(1, f"TPOT P99 {tpot['p99']['measured_ns']} ns is {tpot['p99']['residual_ratio']:.2f}x "
+                              "the optimistic floor")
+    return {**entry, "floor": {"t_opt_ns": result.t_opt_ns, "t_sum_ns": result.t_sum_ns, "binding": result.binding,
+                               "resource_ns": dict(result.resource_ns), "peak_kind": result.peak_kind,
+                               "kv_capacity_requests": result.kv_capacity_requests,
+                               "tokens_per_s_per_gpu_at_t_opt": result.tokens_per_s_per_gpu()},
+            "tpot": tpot, "closest_wall": wall, "goodput": goodput, "verdict": verdict, "reasons": reasons}
+
+
+def sweep(entries: list[dict[str, Any]], opts: ReconcileOptions, min_points: int = 2) -> dict[str, Any] | None:
+    """Several runs: their goodput points (tokens/s per GPU vs TPOT P50) and the floor's walls and frontier at
+    the median context of the runs; None with fewer than ``min_points`` placed runs."""
+    placed = [e for e in entries if e["floor"] is not None and e["tpot"]["p50"] and e["goodput"]]
+    if not placed or len(placed) < min_points:
+        return None
+    context = round(statistics.median(e["operating_point"]["context_tokens"] for e in placed))
+    cfg = floor.load_config(opts.config, {"context_tokens": str(context), "batch": "1", **opts.overrides})
+    walls = floor.compute_walls(cfg)
+    return {
+        "context_tokens": cfg.context_tokens,
+        "kv_capacity_requests": walls.kv_capacity_requests,
+        "walls": [vars(w) for w in walls.walls],
+        "frontier": [vars(p) for p in walls.frontier],
+        "points": [{"label": e["source"]["label"], "path": e["source"]["path"], "batch": e["operating_point"]["batch"],
+                    "tpot_ns_p50": e["tpot"]["p50"]["measured_ns"],
+                    "tpot_ns_p99": e["tpot"]["p99"]["measured_ns"] if e["tpot"]["p99"] else None,
+                    "t_opt_ns": e["floor"]["t_opt_ns"], "t_sum_ns": e["floor"]["t_sum_ns"],
+                    "tokens_per_s_per_gpu": e["goodput"]["output_tokens_per_s_per_gpu"],
+                    "floor_tokens_per_s_per_gpu": e["goodput"]["floor_tokens_per_s_per_gpu"]}
+                   for e in sorted(placed, key=lambda e: e["operating_point"]["batch"])],
+    }
+
+
+def reconcile(results: list[BenchResult], opts: ReconcileOptions) -> dict[str, Any]:
+    """The ``tracekit.reconcile/v1`` document for one or more runs (a sweep when more than one places)."""
+    # A bad --config or --set fails once, as a usage error; the load itself comes from each run.
+    floor.load_config(opts.config, {"batch": "1", "context_tokens": "1", **opts.overrides})
+    entries = [reconcile_one(r, opts) for r in results]
+    return {"schema": RECONCILE_SCHEMA,
+            "config": {"name": opts.config, "overrides": dict(opts.overrides), "threshold": opts.threshold,
+                       "below_floor_tolerance": BELOW_FLOOR_TOLERANCE, "steady_state_factor": STEADY_STATE_FACTOR},
+            "results": entries, "sweep": sweep(entries, opts), "plot": None}

@@ -1,0 +1,103 @@
+"""Checks on what the readers wrote: damaged events in one file, and inputs that do not fit together.
+
+- An event (kernel, copy, API call, range) that ends before it starts, or lacks its start, end, device
+  or host thread, is a damaged record: no profiler writes one on purpose. It is dropped and counted in
+  ``read_notes`` (kinds ``negative_duration``, ``incomplete_record``; reports show them as caveats); a
+  kernel without a name is kept as ``(unnamed kernel)``; a file left with no GPU event is an input
+  error. Zero-length events are kept: integer-microsecond Kineto traces round sub-microsecond kernels
+  down to 0.
+- The same file given twice, or two files holding the very same kernels, would count one capture
+  as two ranks: an input error.
+- Ranks whose kernels ran on different GPU models get a warning (a caveat in reports), not an error:
+  ``info`` and ``kernels`` stay useful, but one config's floor describes one model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+
+from tracekit.errors import InputError
+
+# (table, condition, note kind, what the dropped rows are): damaged records, dropped at ingest.
+_DAMAGED = (
+    ("kernels", "start_ns IS NULL OR end_ns IS NULL OR device_id IS NULL", "incomplete_record",
+     "kernels without a start, end or device"),
+    ("memops", "start_ns IS NULL OR end_ns IS NULL OR device_id IS NULL", "incomplete_record",
+     "memory operations without a start, end or device"),
+    ("api_calls", "start_ns IS NULL OR end_ns IS NULL OR pid IS NULL OR tid IS NULL", "incomplete_record",
+     "API calls without a start, end, process or thread"),
+    ("ranges", "start_ns IS NULL OR (device_id IS NULL AND (pid IS NULL OR tid IS NULL))", "incomplete_record",
+     "host ranges without a start, process or thread"),
+    ("kernels", "end_ns < start_ns", "negative_duration", "kernels that end before they start"),
+    ("memops", "end_ns < start_ns", "negative_duration", "memory operations that end before they start"),
+    ("api_calls", "end_ns < start_ns", "negative_duration", "API calls that end before they start"),
+    ("ranges", "end_ns < start_ns", "negative_duration", "ranges that end before they start"),
+)
+UNNAMED_KERNEL = "(unnamed kernel)"
+
+
+def drop_damaged_records(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Delete damaged events from one file's store (noting how many went) and name unnamed kernels."""
+    rank = con.execute("SELECT max(rank) FROM trace_info").fetchone()[0]
+    notes: list[tuple[int | None, str, int, str]] = []
+    for table, condition, kind, label in _DAMAGED:
+        (dropped,) = con.execute(f"SELECT count(*) FROM {table} WHERE {condition}").fetchone()
+        if dropped:
+            con.execute(f"DELETE FROM {table} WHERE {condition}")
+            notes.append((rank, kind, dropped, f"{label}, dropped as damaged records"))
+    (unnamed,) = con.execute("SELECT count(*) FROM kernels WHERE name IS NULL").fetchone()
+    if unnamed:
+        con.execute("UPDATE kernels SET name = $n, short_name = coalesce(short_name, $n) WHERE name IS NULL",
+                    {"n": UNNAMED_KERNEL})
+        notes.append((rank, "unnamed_kernel", unnamed, f"kernels whose name is missing, shown as {UNNAMED_KERNEL}"))
+    if not notes:
+        return
+    con.executemany("INSERT INTO read_notes VALUES (?, ?, ?, ?)", notes)
+    (gpu,) = con.execute("SELECT (SELECT count(*) FROM kernels) + (SELECT count(*) FROM memops)").fetchone()
+    if gpu == 0:
+        raise InputError(f"{path}: no usable GPU event (each ends before it starts or lacks its time or device); "
+                         "the trace is damaged: export or capture it again")
+
+
+def check_distinct_paths(files: Sequence[Path]) -> None:
+    """Refuse a file named twice (directly, or also through its directory)."""
+    seen: dict[Path, Path] = {}
+    for f in files:
+        key = f.resolve()
+        if key in seen:
+            raise InputError(f"{f}: given twice (also as {seen[key]}); give each rank's file once")
+        seen[key] = f
+
+
+def check_same_capture(con: duckdb.DuckDBPyConnection, sources: Sequence[Path]) -> None:
+    """Refuse two attached files (``f0``, ``f1``, ...) whose kernels are identical in number and times."""
+    seen: dict[tuple[object, ...], Path] = {}
+    for i, source in enumerate(sources):
+        fingerprint = con.execute(
+            f"SELECT count(*), sum(start_ns), sum(end_ns), min(start_ns), max(end_ns) FROM f{i}.kernels"
+        ).fetchone()
+        if fingerprint[0] and fingerprint in seen:
+            raise InputError(f"{seen[fingerprint]} and {source}: hold the very same kernels (one capture given "
+                             "twice?); give each rank's file once")
+        seen[fingerprint] = source
+
+
+def mixed_gpu_warning(con: duckdb.DuckDBPyConnection, ranks: Sequence[int]) -> list[str]:
+    """A warning when the kernels of different ranks ran on different GPU models."""
+    models: dict[str, list[int]] = {}
+    for i, rank in enumerate(ranks):
+        for (name,) in con.execute(f"""
+            SELECT DISTINCT trim(d.name) FROM f{i}.devices d
+            WHERE d.name IS NOT NULL AND trim(d.name) <> ''
+              AND EXISTS (SELECT 1 FROM f{i}.kernels k WHERE k.device_id = d.device_id)
+        """).fetchall():
+            models.setdefault(name, []).append(rank)
+    if len(models) < 2:
+        return []
+    parts = "; ".join(f"{name} on rank{'s' if len(r) > 1 else ''} {', '.join(map(str, sorted(r)[:8]))}"
+                      f"{', ...' if len(r) > 8 else ''}" for name, r in sorted(models.items()))
+    return [f"ranks ran on different GPU models ({parts}): their step times are not comparable and one "
+            "config's floor describes one model; analyse each model's ranks separately"]

@@ -1,0 +1,173 @@
+"""What the pictures show of one step: its operations by stream, host gaps by cause, exposed communication.
+
+Shared by the HTML report, the matplotlib plots and the Perfetto export, so that all three draw the same
+step with the same colours. Built from ``run_analysis``'s per-device detail; nothing is re-measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracekit import intervals as iv
+from tracekit.analysis.accounting import StepAccount
+from tracekit.analysis.analyze import Analysis, DeviceAnalysis
+from tracekit.analysis.gaps import CAUSES, attribute_gaps
+
+MEMOP_KINDS = frozenset({"memcpy", "memset"})  # a memop's class and name are its kind (analysis.ops)
+UNKNOWN_CAUSE = "unknown"
+
+# Qualitative palette (Tableau 10 and lighter companions) for compute classes; reds for communication.
+_PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#ff9da7", "#86bcb6",
+            "#8cd17d", "#a0cbe8", "#ffbe7d", "#d4a6c8", "#b6992d", "#499894", "#79706e")
+_COMM_PALETTE = ("#e15759", "#c0392b", "#d37295", "#ff7f7f", "#a93226", "#f1948a")
+_MEMOP_COLOUR = "#bab0ac"
+CAUSE_COLOURS = {"launch": "#f5a623", "sync": "#8e6fc1", "dependency": "#3b9ab2", "host_idle": "#9e9e9e",
+                 UNKNOWN_CAUSE: "#cccccc"}
+EXPOSED_COLOUR = "#d62728"
+
+
+@dataclass
+class GapMark:
+    """One host gap: when, its dominant cause, and its time by cause."""
+
+    start_ns: int
+    end_ns: int
+    cause: str
+    by_cause: dict[str, int]
+
+
+@dataclass
+class StepPicture:
+    """One step of one device as drawn: operations clipped to the window, gaps and exposed communication."""
+
+    title: str
+    rank: int
+    device_id: int
+    label: str
+    start_ns: int
+    end_ns: int
+    streams: list[int]
+    op_start_ns: np.ndarray
+    op_end_ns: np.ndarray
+    op_stream: np.ndarray
+    op_cls: np.ndarray
+    op_name: np.ndarray
+    op_memop: np.ndarray  # bool
+    op_over: np.ndarray  # bool: its class is over budget
+    gaps: list[GapMark]
+    exposed: iv.Intervals
+
+    @property
+    def dur_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    @property
+    def kernel_count(self) -> int:
+        return int((~self.op_memop).sum())
+
+
+def is_memop(cls: np.ndarray, name: np.ndarray) -> np.ndarray:
+    """Memory operations among a device's ops (their class and name are both the memop kind)."""
+    return np.array([c == n and c in MEMOP_KINDS for c, n in zip(cls, name, strict=True)], dtype=bool)
+
+
+def communication_classes(report: dict) -> frozenset[str]:
+    return frozenset(c["name"] for c in report["classes"] if c["communication"])
+
+
+def over_budget_classes(report: dict) -> frozenset[str]:
+    return frozenset(c["name"] for c in report["classes"] if c["over_budget"])
+
+
+def class_colours(names: Iterable[str], communication: frozenset[str]) -> dict[str, str]:
+    """A stable colour per class: the same analysis always gets the same colours in every picture."""
+    out: dict[str, str] = {}
+    compute = comm = 0
+    for name in sorted(set(names)):
+        if name in MEMOP_KINDS:
+            out[name] = _MEMOP_COLOUR
+        elif name in communication:
+            out[name] = _COMM_PALETTE[comm % len(_COMM_PALETTE)]
+            comm += 1
+        else:
+            out[name] = _PALETTE[compute % len(_PALETTE)]
+            compute += 1
+    return out
+
+
+def analysis_colours(analysis: Analysis) -> dict[str, str]:
+    names = {c["name"] for c in analysis.report["classes"]}
+    for dev in analysis.devices:
+        names.update(str(c) for c in np.unique(dev.ops.cls.astype(str)))
+    return class_colours(names, communication_classes(analysis.report))
+
+
+def gap_marks(dev: DeviceAnalysis, gaps: iv.Intervals) -> list[GapMark]:
+    """Each gap with its causes, by the analysis's own attribution (one gap at a time)."""
+    marks = []
+    for g0, g1 in zip(gaps.starts.tolist(), gaps.ends.tolist(), strict=True):
+        if dev.host is None:
+            marks.append(GapMark(g0, g1, UNKNOWN_CAUSE, {UNKNOWN_CAUSE: g1 - g0}))
+            continue
+        one = iv.Intervals(np.array([g0], dtype=np.int64), np.array([g1], dtype=np.int64))
+        by_cause, _ = attribute_gaps(one, dev.ops, dev.host)
+        marks.append(GapMark(g0, g1, max(CAUSES, key=lambda c: by_cause[c]), by_cause))
+    return marks
+
+
+def exposed_intervals(dev: DeviceAnalysis, acc: StepAccount, communication: frozenset[str]) -> iv.Intervals:
+    """Where only communication runs in the step (the analysis's exposed time, as intervals)."""
+    idx = acc.ops_in_window
+    lo, hi = acc.window.start_ns, acc.window.end_ns
+    s = np.clip(dev.ops.start_ns[idx], lo, hi)
+    e = np.clip(dev.ops.end_ns[idx], lo, hi)
+    comm = np.isin(dev.ops.cls[idx].astype(str), list(communication))
+    return iv.difference(iv.union(s[comm], e[comm]), iv.union(s[~comm], e[~comm]))
+
+
+def median_step(pairs: list[tuple[DeviceAnalysis, StepAccount]]) -> tuple[DeviceAnalysis, StepAccount] | None:
+    """The step whose duration is the (lower) median of ``pairs``: a real step, not an interpolation."""
+    if not pairs:
+        return None
+    ordered = sorted(pairs, key=lambda p: (p[1].dur_ns, p[1].rank, p[1].device_id, p[1].window.index))
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def picked_steps(analysis: Analysis) -> list[tuple[str, DeviceAnalysis, StepAccount]]:
+    """The median step of all ranks, and the slowest rank's median step when that is another step."""
+    pairs = [(d, a) for d in analysis.devices for a in d.accounts]
+    picks = []
+    overall = median_step(pairs)
+    if overall is not None:
+        picks.append(("median step", *overall))
+    slowest = analysis.report["steps"]["slowest_rank"]
+    mine = median_step([p for p in pairs if p[1].rank == slowest])
+    if mine is not None and overall is not None and mine[1] is not overall[1]:
+        picks.append((f"slowest rank ({slowest}): its median step", *mine))
+    return picks
+
+
+def step_picture(analysis: Analysis, title: str, dev: DeviceAnalysis, acc: StepAccount) -> StepPicture:
+    """Everything drawn for one step, clipped to its window."""
+    idx = acc.ops_in_window
+    lo, hi = acc.window.start_ns, acc.window.end_ns
+    ops = dev.ops
+    cls = ops.cls[idx].astype(str)
+    over = over_budget_classes(analysis.report)
+    stream = ops.stream_id[idx]
+    return StepPicture(
+        title=title, rank=dev.ops.rank, device_id=dev.ops.device_id, label=acc.window.label, start_ns=lo, end_ns=hi,
+        streams=sorted(int(s) for s in np.unique(stream)),
+        op_start_ns=np.clip(ops.start_ns[idx], lo, hi), op_end_ns=np.clip(ops.end_ns[idx], lo, hi),
+        op_stream=stream, op_cls=cls, op_name=ops.name[idx].astype(str), op_memop=is_memop(cls, ops.name[idx]),
+        op_over=np.isin(cls, list(over)), gaps=gap_marks(dev, acc.gaps),
+        exposed=exposed_intervals(dev, acc, communication_classes(analysis.report)),
+    )
+
+
+def pictures(analysis: Analysis) -> list[StepPicture]:
+    """The steps every picture shows: the median step and the slowest rank's median step."""
+    return [step_picture(analysis, title, dev, acc) for title, dev, acc in picked_steps(analysis)]
