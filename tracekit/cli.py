@@ -5,15 +5,19 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tracekit import __version__
 from tracekit.cli_common import Inputs, input_options, input_paths_options
+from tracekit.cli_options import analysis_options
 from tracekit.errors import InputError
 from tracekit.output import Document, Table, emit, output_options
 from tracekit.store import Store
+
+if TYPE_CHECKING:
+    from tracekit.analysis.analyze import AnalyzeOptions
 
 USAGE_ERROR = 2
 
@@ -112,31 +116,10 @@ def kernels(store: Store, fmt: str, out_path: Path | None, group_by: str, config
          fmt, out_path)
 
 
-def parse_sets(values: tuple[str, ...]) -> dict[str, str]:
-    """``--set key=value`` pairs as a dict; a malformed one is a usage error naming it."""
-    out: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"{item!r} is not key=value", param_hint="--set")
-        out[key.strip()] = value.strip()
-    return out
-
-
 @main.command()
 @input_paths_options
 @output_options
-@click.option("--config", default=None, help="Named config (see `tracekit configs`) or a TOML file.")
-@click.option("--batch", type=click.IntRange(min=1), default=None,
-              help="Concurrent requests in the whole deployment (overrides the config).")
-@click.option("--context", type=click.IntRange(min=1), default=None, help="Context tokens per request.")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override any config field.")
-@click.option("--step", "step_regex", default=None, metavar="REGEX",
-              help="Regex over NVTX/annotation names that marks one step.")
-@click.option("--skip-steps", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Drop this many warm-up steps.")
-@click.option("--threshold", type=click.FloatRange(min=1.0), default=1.3, show_default=True,
-              help="Residual ratio under which a step is near the floor; also the over-budget ratio.")
+@analysis_options
 @click.option("--gate", is_flag=True,
               help="Exit 0 near-floor, 10 pipeline, 11 kernel, 12 inconclusive (usage errors stay 2).")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -145,29 +128,12 @@ def parse_sets(values: tuple[str, ...]) -> dict[str, str]:
               help="Where ingest and per-rank analysis run: here, or as Dask tasks (pip install 'tracekit[dask]').")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="With --engine dask: a running Dask scheduler (default: a local cluster of --jobs workers).")
-def analyze(inputs: Inputs, fmt: str, out_path: Path | None, config: str | None, batch: int | None,
-            context: int | None, sets: tuple[str, ...], step_regex: str | None, skip_steps: int,
-            threshold: float, gate: bool, plots_dir: Path | None, engine: str, scheduler: str | None) -> None:
+def analyze(inputs: Inputs, fmt: str, out_path: Path | None, opts: AnalyzeOptions, gate: bool,
+            plots_dir: Path | None, engine: str, scheduler: str | None) -> None:
     """Floor-first triage: steps, host gaps, exposed communication, classes over budget, ncu targets."""
-    import re
-
-    from tracekit.analysis.analyze import GATE_EXIT, AnalyzeOptions, run_analysis
+    from tracekit.analysis.analyze import GATE_EXIT, run_analysis
     from tracekit.report import report_document
 
-    overrides = parse_sets(sets)
-    if batch is not None:
-        overrides["batch"] = str(batch)
-    if context is not None:
-        overrides["context_tokens"] = str(context)
-    if overrides and not config:
-        raise click.BadParameter("needs --config", param_hint="--batch/--context/--set")
-    if step_regex is not None:
-        try:
-            re.compile(step_regex)
-        except re.error as exc:
-            raise click.BadParameter(f"{step_regex!r} is not a regex ({exc})", param_hint="--step") from None
-    opts = AnalyzeOptions(config=config, overrides=overrides, step_regex=step_regex, skip_steps=skip_steps,
-                          threshold=threshold)
     if fmt == "html" and out_path is None:
         raise InputError("--format html: needs --out FILE; the report is one self-contained HTML page")
     if plots_dir is None and fmt != "html":  # the report alone: from the report cache, or on another engine

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from tracekit.cli_floor import _batch_option, _config_option, _context_option, _frame, _overrides, _set_option
-from tracekit.output import Document, Table, emit, output_options
+from tracekit.cli_options import config_options
+from tracekit.output import Document, Table, emit, output_options, rows_frame
 
 
 def _breakdown_rows(report: Any) -> list[dict[str, Any]]:
@@ -68,14 +68,9 @@ def _sensitivity_rows(report: Any) -> list[dict[str, Any]]:
 
 
 @click.command("cost")
-@_config_option
-@_batch_option
-@_context_option
-@_set_option
+@config_options(required=True)
 @output_options
-def cost_cmd(
-    config: str, batch: int | None, context: int | None, sets: tuple[str, ...], fmt: str, out_path: Path | None
-) -> None:
+def cost_cmd(config: str, overrides: dict[str, str], fmt: str, out_path: Path | None) -> None:
     """Manufacturing cost per GPU (dies, yield, HBM, assembly) and cost per million tokens at the floor.
 
     --set takes floor fields and cost fields alike, e.g. --set yield_model=murphy --set hbm_stacks=6
@@ -83,12 +78,12 @@ def cost_cmd(
     """
     from tracekit.floor.cost_perf import cost_report
 
-    report = cost_report(config, _overrides(batch, context, sets))
+    report = cost_report(config, overrides)
     tables = [
-        Table("manufacturing cost per GPU", _frame(_breakdown_rows(report)),
+        Table("manufacturing cost per GPU", rows_frame(_breakdown_rows(report)),
               note="known-good-die cost = wafer cost / (dies per wafer x yield); assembly loss = cost / yield - cost"),
-        Table("cost per million tokens (per GPU)", _frame(_token_rows(report))),
-        Table("sensitivity", _frame(_sensitivity_rows(report)),
+        Table("cost per million tokens (per GPU)", rows_frame(_token_rows(report))),
+        Table("sensitivity", rows_frame(_sensitivity_rows(report)),
               note="floor re-run with one hardware field changed; vs_baseline = cost per token / baseline"),
     ]
     title = f"tracekit cost: {report.config.name} on {report.config.hardware.name}"

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from tracekit.cli_options import analysis_options
 from tracekit.output import Document, Table, emit, output_options
+
+if TYPE_CHECKING:
+    from tracekit.analysis.analyze import AnalyzeOptions
 
 
 def _ms(ns: float | None) -> float | None:
@@ -71,14 +75,7 @@ def diff_document(doc: dict[str, Any]) -> Document:
 @click.command("diff")
 @click.argument("before", type=click.Path(path_type=Path))
 @click.argument("after", type=click.Path(path_type=Path))
-@click.option("--config", default=None, help="Named config or TOML file (for traces; reports carry their own).")
-@click.option("--batch", type=click.IntRange(min=1), default=None, help="Concurrent requests (overrides the config).")
-@click.option("--context", type=click.IntRange(min=1), default=None, help="Context tokens per request.")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override any config field.")
-@click.option("--step", "step_regex", default=None, metavar="REGEX", help="Regex over NVTX/annotation names.")
-@click.option("--skip-steps", type=click.IntRange(min=0), default=0, show_default=True, help="Drop warm-up steps.")
-@click.option("--threshold", type=click.FloatRange(min=1.0), default=1.3, show_default=True,
-              help="Residual ratio under which a step is near the floor; also the over-budget ratio.")
+@analysis_options
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where ingested stores are kept (default: $XDG_CACHE_HOME/tracekit).")
 @click.option("--no-cache", is_flag=True, help="Ingest into a temporary store, discarded afterwards.")
@@ -90,35 +87,16 @@ def diff_document(doc: dict[str, Any]) -> Document:
 @click.option("--expect-faster", default=None, metavar="CLASS",
               help="Exit 14 unless CLASS's measured time per step fell by at least 1%.")
 @output_options
-def diff_cmd(before: Path, after: Path, config: str | None, batch: int | None, context: int | None,
-             sets: tuple[str, ...], step_regex: str | None, skip_steps: int, threshold: float,
-             cache_dir: Path | None, no_cache: bool, jobs: int, gate: bool, fail_if_slower: str | None,
-             expect_faster: str | None, fmt: str, out_path: Path | None) -> None:
+def diff_cmd(before: Path, after: Path, opts: AnalyzeOptions, cache_dir: Path | None, no_cache: bool, jobs: int,
+             gate: bool, fail_if_slower: str | None, expect_faster: str | None, fmt: str,
+             out_path: Path | None) -> None:
     """Compare two analyses (reports or traces of one config): what changed, largest explanation first."""
-    import re
-
     from tracekit import diff as d
-    from tracekit.analysis.analyze import AnalyzeOptions
-    from tracekit.cli import parse_sets
 
-    overrides = parse_sets(sets)
-    if batch is not None:
-        overrides["batch"] = str(batch)
-    if context is not None:
-        overrides["context_tokens"] = str(context)
-    if overrides and not config:
-        raise click.BadParameter("needs --config", param_hint="--batch/--context/--set")
-    if step_regex is not None:
-        try:
-            re.compile(step_regex)
-        except re.error as exc:
-            raise click.BadParameter(f"{step_regex!r} is not a regex ({exc})", param_hint="--step") from None
     allowance = d.parse_percent(fail_if_slower) if fail_if_slower is not None else None
-    opts = AnalyzeOptions(config=config, overrides=overrides, step_regex=step_regex, skip_steps=skip_steps,
-                          threshold=threshold)
     sides = [d.load_side(p, opts, cache_dir, not no_cache, jobs) for p in (before, after)]
     doc = d.diff(*sides)
-    if any(s.kind == "report" for s in sides) and (config or step_regex or skip_steps):
+    if any(s.kind == "report" for s in sides) and (opts.config or opts.step_regex or opts.skip_steps):
         doc["caveats"].append("analysis options apply to traces only; reports are compared as they were written")
     code, reasons = d.gate(doc, gate, allowance, expect_faster)
     doc["gate"] = {"gate": gate, "fail_if_slower": allowance, "expect_faster": expect_faster,

@@ -8,15 +8,7 @@ from typing import Any
 
 import click
 
-from tracekit.output import Document, Table, emit, output_options
-
-
-def _frame(rows: list[dict[str, Any]]) -> Any:
-    import polars as pl
-
-    if rows and "value" in rows[0]:
-        rows = [{**r, "value": str(r["value"])} for r in rows]
-    return pl.DataFrame(rows, infer_schema_length=None)
+from tracekit.output import Document, Table, emit, output_options, rows_frame
 
 
 def _analysis_class(config: str) -> dict[str, str]:
@@ -51,12 +43,12 @@ def _training_doc(cfg: Any, classes: dict[str, str]) -> Document:
               ("ep", lay.ep), ("edp", lay.edp), ("pp_interleave", lay.pp_interleave),
               ("micro_batch", lay.micro_batch), ("global_batch", lay.global_batch)]
     memory = [(k, v) for k, v in mem.to_dict().items()]
-    kv = lambda rows: _frame([{"key": k, "value": v} for k, v in rows])  # noqa: E731
+    kv = lambda rows: rows_frame([{"key": k, "value": v} for k, v in rows])  # noqa: E731
     notes = [] if mem.feasible else [f"does not fit: {mem.total / 1e9:.1f} GB per GPU of {mem.capacity / 1e9:.0f} GB"]
     return Document(
         f"tracekit predict: {cfg.name} (training step)",
         [Table("step", kv(summary)),
-         Table("by class and resource", _frame(parts), note="per GPU per optimizer step; times in ns"),
+         Table("by class and resource", rows_frame(parts), note="per GPU per optimizer step; times in ns"),
          Table("layout", kv(layout)), Table("memory per GPU", kv(memory), note="bytes on the fullest GPU")],
         notes=notes, data=pred.to_dict(),
     )
@@ -77,8 +69,8 @@ def _inference_doc(cfg: Any, classes: dict[str, str]) -> Document:
                ("feasible", cfg.batch <= result.kv_capacity_requests)]
     return Document(
         f"tracekit predict: {cfg.name} ({cfg.phase} step)",
-        [Table("step", _frame([{"key": k, "value": v} for k, v in summary])),
-         Table("by class and resource", _frame(parts), note="per GPU per step; times in ns")],
+        [Table("step", rows_frame([{"key": k, "value": v} for k, v in summary])),
+         Table("by class and resource", rows_frame(parts), note="per GPU per step; times in ns")],
         notes=result.notes, data=result.to_dict(),
     )
 
@@ -90,7 +82,7 @@ def _inference_doc(cfg: Any, classes: dict[str, str]) -> Document:
 @output_options
 def predict_cmd(config: str, sets: tuple[str, ...], fmt: str, out_path: Path | None) -> None:
     """Predicted step time (training or inference) by class and resource, layout, memory and feasibility."""
-    from tracekit.cli import parse_sets
+    from tracekit.cli_options import parse_sets
     from tracekit.floor import load_config
 
     cfg = load_config(config, parse_sets(sets))

@@ -73,7 +73,7 @@ def reconcile_cmd(results: tuple[Path, ...], config: str, sets: tuple[str, ...],
                   plot_path: Path | None, fmt: str, out_path: Path | None) -> None:
     """Place serving-benchmark TPOT (vLLM, SGLang, GenAI-Perf, GuideLLM results) against the floor."""
     from tracekit.benchresults import read_results
-    from tracekit.cli import parse_sets
+    from tracekit.cli_options import parse_sets
     from tracekit.errors import InputError
     from tracekit.reconcile import ReconcileOptions, reconcile, sweep
 

@@ -60,6 +60,13 @@ class Document:
         return body
 
 
+def rows_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """Rows of dicts as a table; a key/value table's values become text (they mix types)."""
+    if rows and "value" in rows[0]:
+        rows = [{**r, "value": str(r["value"])} for r in rows]
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
 def output_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Give a click command the shared ``--format`` and ``--out`` options."""
 

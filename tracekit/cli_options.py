@@ -1,0 +1,77 @@
+"""Config and analysis options shared by every command that takes them (one definition, one behaviour)."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+
+def parse_sets(values: tuple[str, ...]) -> dict[str, str]:
+    """``--set key=value`` pairs as a dict; a malformed one is a usage error naming it."""
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r} is not key=value", param_hint="--set")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def config_options(required: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--config`` plus ``--batch``, ``--context`` and ``--set``; passes ``config`` and ``overrides``."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        @click.option("--config", required=required, default=None,
+                      help="Named config (see `tracekit configs`) or a TOML file.")
+        @click.option("--batch", type=click.IntRange(min=1), default=None,
+                      help="Concurrent requests in the whole deployment (all GPUs); overrides the config.")
+        @click.option("--context", type=click.IntRange(min=1), default=None,
+                      help="Context (KV length) per request, in tokens; overrides the config.")
+        @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                      help="Override any config field, e.g. --set kv_format=fp8 (repeatable).")
+        @functools.wraps(command)
+        def wrapper(*args: Any, config: str | None, batch: int | None, context: int | None,
+                    sets: tuple[str, ...], **kwargs: Any) -> Any:
+            overrides = parse_sets(sets)
+            if batch is not None:
+                overrides["batch"] = str(batch)
+            if context is not None:
+                overrides["context_tokens"] = str(context)
+            if overrides and not config:
+                raise click.BadParameter("needs --config", param_hint="--batch/--context/--set")
+            return command(*args, config=config, overrides=overrides, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def analysis_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Config options plus ``--step``, ``--skip-steps`` and ``--threshold``; passes ``opts: AnalyzeOptions``."""
+
+    @config_options(required=False)
+    @click.option("--step", "step_regex", default=None, metavar="REGEX",
+                  help="Regex over NVTX/annotation names that marks one step.")
+    @click.option("--skip-steps", type=click.IntRange(min=0), default=0, show_default=True,
+                  help="Drop this many warm-up steps.")
+    @click.option("--threshold", type=click.FloatRange(min=1.0), default=1.3, show_default=True,
+                  help="Residual ratio under which a step is near the floor; also the over-budget ratio.")
+    @functools.wraps(command)
+    def wrapper(*args: Any, config: str | None, overrides: dict[str, str], step_regex: str | None,
+                skip_steps: int, threshold: float, **kwargs: Any) -> Any:
+        from tracekit.analysis.analyze import AnalyzeOptions
+
+        if step_regex is not None:
+            try:
+                re.compile(step_regex)
+            except re.error as exc:
+                raise click.BadParameter(f"{step_regex!r} is not a regex ({exc})", param_hint="--step") from None
+        opts = AnalyzeOptions(config=config, overrides=overrides, step_regex=step_regex, skip_steps=skip_steps,
+                              threshold=threshold)
+        return command(*args, opts=opts, **kwargs)
+
+    return wrapper
