@@ -13,6 +13,13 @@ from tracekit.store import Store
 GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
 
 
+# Reader notes that do not limit an analysis (still listed by `tracekit info` under "read notes").
+INFORMATIONAL_NOTES = frozenset({"backtrace_duplicates", "invalid_utf8", "no_rank"})
+# Kineto categories that carry nothing an analysis reads: flow arrows and instant markers.
+EXPECTED_SKIPS = frozenset({"ac2g", "async", "async_cpu_to_gpu", "fwdbwd", "Trace", "cpu_instant_event",
+                            "(no category, ph i)"})
+
+
 @dataclass(frozen=True)
 class Caveat:
     """A property of the capture that limits what an analysis can conclude."""
@@ -34,7 +41,7 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
             SELECT a.rank, a.pid, a.correlation_id FROM api_calls a
             WHERE NOT a.is_duplicate AND regexp_replace(a.name, '_v[0-9]+$', '') IN (SELECT unnest(?))
         )
-        SELECT g.rank, count(*) AS launches, count(k.correlation_id) AS kernels
+        SELECT g.rank, count(DISTINCT (g.pid, g.correlation_id)) AS launches, count(k.correlation_id) AS kernels
         FROM g LEFT JOIN kernels k
           ON k.rank = g.rank AND k.pid = g.pid AND k.correlation_id = g.correlation_id
         GROUP BY g.rank ORDER BY g.rank
@@ -68,8 +75,10 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
     for rank, kind, count, detail in con.execute(
         "SELECT rank, kind, count, detail FROM read_notes ORDER BY rank, kind, detail"
     ).fetchall():
-        if kind == "unmatched_launch":
-            continue  # counted above from the tables themselves
+        if kind == "unmatched_launch" or kind in INFORMATIONAL_NOTES:
+            continue  # counted above from the tables themselves, or no limit on what can be concluded
+        if kind == "skipped_events" and detail in EXPECTED_SKIPS:
+            continue
         caveats.append(Caveat(kind, rank, f"rank {rank}: {kind}: {count} ({detail})" if detail
                               else f"rank {rank}: {kind}: {count}"))
     return caveats
@@ -110,6 +119,7 @@ def info_document(store: Store) -> Document:
           (SELECT count(*) FROM ranges r WHERE r.rank = t.rank) AS ranges
         FROM trace_info t ORDER BY t.rank
     """)
+    notes = _frame(con, "SELECT rank, kind, count, detail FROM read_notes ORDER BY rank, kind, detail")
     domains = _frame(con, """
         SELECT rank, source, coalesce(domain, '(default)') AS domain, count(*) AS ranges
         FROM ranges GROUP BY ALL ORDER BY rank, source, domain
@@ -124,6 +134,8 @@ def info_document(store: Store) -> Document:
             Table("streams", streams),
             Table("events", counts),
             Table("range domains", domains),
+            Table("read notes", notes, note="what the reader skipped or could not read; caveats list those that "
+                  "limit an analysis"),
         ],
         notes=[c.text for c in caveats] + store.warnings,
     )
