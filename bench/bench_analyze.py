@@ -17,6 +17,12 @@ process (wall time of the whole run, interpreter start included, and that proces
 Targets (issue 7): first analyze within 2x of the floor, peak RSS under 4 GB, second analyze at
 least 10x faster than the first. With ``--profile`` the first analyze also runs under cProfile in a
 separate run (not timed) and the slowest analysis functions are printed, to name the next target.
+
+With ``--memory`` it measures the analysis alone instead, to show that its memory follows one batch of
+steps and not the trace: each export is ingested once into ``bench/out``'s cache, then
+``tracekit.analysis.analyze.analyze`` runs on the cached store (no report cache) in a fresh child
+process, once with the default batch of ``AnalyzeOptions.batch_rows`` operations and once with every
+device read in one batch (as before batching); the two reports must be equal.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from bench_ingest import (  # noqa: E402 - the sibling script, reused rather tha
 REPO = Path(__file__).resolve().parent.parent
 STEP_REGEX = "^decode_step#"
 CONFIG = "dsv32-ep16"
+ONE_BATCH = 1 << 62  # batch_rows that reads every device at once
 
 
 def analyze_command(exe: Path, trace: Path, cache_dir: Path) -> list[str]:
@@ -102,6 +109,70 @@ def bench_one(workdir: Path, n_kernels: int, repeat: int, profile: bool) -> dict
     }
 
 
+def analyze_cached(trace: Path, cache_dir: Path, batch_rows: int) -> None:
+    """Child mode: analyse the already ingested ``trace`` from ``cache_dir``; print seconds, the number of
+    batches read and the report as JSON."""
+    import time
+
+    from tracekit.analysis import device
+    from tracekit.analysis.analyze import AnalyzeOptions, analyze
+    from tracekit.store import open_store
+
+    groups = 0
+    plan = device.batches
+
+    def counting(*args: object) -> list:
+        nonlocal groups
+        out = plan(*args)  # type: ignore[arg-type]
+        groups += len(out)
+        return out
+
+    device.batches = counting  # count the batches without changing them
+    with open_store([trace], cache_dir=cache_dir) as store:
+        t0 = time.perf_counter()
+        report = analyze(store, AnalyzeOptions(config=CONFIG, step_regex=STEP_REGEX, batch_rows=batch_rows))
+        seconds = time.perf_counter() - t0
+    print(json.dumps({"analyze_s": seconds, "batches": groups, "report": report}))
+
+
+def bench_memory(workdir: Path, n_kernels: int, repeat: int) -> list[dict[str, object]]:
+    """Analysis of the cached store of one size, in default batches and in one batch per device."""
+    trace, _ = make_trace(workdir, n_kernels)
+    exe = tracekit_cli()
+    if exe is None:
+        raise SystemExit("the tracekit CLI is not installed in this environment")
+    cache_dir = workdir / "memory-cache"
+    subprocess.run([str(exe), "ingest", str(trace), "--cache-dir", str(cache_dir), "--quiet"], check=True,
+                   capture_output=True)
+    from tracekit.analysis.analyze import AnalyzeOptions
+
+    rows, reports = [], []
+    for batch_rows in (AnalyzeOptions().batch_rows, ONE_BATCH):
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--analyze-cached", str(trace), str(cache_dir),
+               str(batch_rows)]
+        m = measure_best(cmd, repeat)
+        if m.rc != 0:
+            raise SystemExit(f"analysis of the cached store failed:\n{m.stderr}")
+        out = json.loads(m.stdout)
+        reports.append(out["report"])
+        rows.append({"n_kernels": n_kernels, "batch_rows": "one per device" if batch_rows == ONE_BATCH
+                     else f"{batch_rows:,}", "batches": out["batches"], "steps": out["report"]["steps"]["count"],
+                     "analyze_s": out["analyze_s"], "wall_s": m.wall_s, "peak_mb": m.peak_mb})
+    if reports[0] != reports[1]:
+        raise SystemExit("the batched analysis reported something else than the one-batch analysis")
+    return rows
+
+
+MEMORY_COLUMNS = (
+    ("N kernels", lambda r: f"{r['n_kernels']:,}"),
+    ("batch rows", lambda r: str(r["batch_rows"])),
+    ("batches", lambda r: str(r["batches"])),
+    ("steps", lambda r: str(r["steps"])),
+    ("analysis s", lambda r: f"{r['analyze_s']:.2f}"),
+    ("process wall s", lambda r: f"{r['wall_s']:.2f}"),
+    ("peak MB", lambda r: f"{r['peak_mb']:.0f}"),
+)
+
 COLUMNS = (
     ("N kernels", lambda r: f"{r['n_kernels']:,}"),
     ("kernel+API read s", lambda r: f"{r['read_s']:.2f}"),
@@ -114,10 +185,10 @@ COLUMNS = (
 )
 
 
-def render(rows: list[dict[str, object]], markdown: bool) -> str:
-    """The results table (plain or Markdown), then per size: the export, the read's peak and the profile."""
-    header = [name for name, _ in COLUMNS]
-    body = [[cell(r) for _, cell in COLUMNS] for r in rows]
+def table(rows: list[dict[str, object]], columns: tuple, markdown: bool) -> list[str]:
+    """``rows`` as a plain or Markdown table."""
+    header = [name for name, _ in columns]
+    body = [[cell(r) for _, cell in columns] for r in rows]
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" for _ in header) + "|"]
         lines += ["| " + " | ".join(cells) + " |" for cells in body]
@@ -125,6 +196,12 @@ def render(rows: list[dict[str, object]], markdown: bool) -> str:
         widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(header)]
         lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
         lines += ["  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)) for cells in body]
+    return lines
+
+
+def render(rows: list[dict[str, object]], markdown: bool) -> str:
+    """The results table (plain or Markdown), then per size: the export, the read's peak and the profile."""
+    lines = table(rows, COLUMNS, markdown)
     bullet = "- " if markdown else "  "
     lines.append("")
     for r in rows:
@@ -147,8 +224,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--markdown", action="store_true", help="Print a Markdown table for docs/benchmarks.md.")
     parser.add_argument("--repeat", type=int, default=1, help="Runs per measurement; the fastest counts.")
     parser.add_argument("--profile", action="store_true", help="Also profile one first analyze (cProfile).")
+    parser.add_argument("--memory", action="store_true",
+                        help="Measure the analysis of the cached store alone, batched and in one batch.")
+    parser.add_argument("--analyze-cached", nargs=3, metavar=("TRACE", "CACHE_DIR", "BATCH_ROWS"),
+                        help=argparse.SUPPRESS)  # child mode of --memory
     args = parser.parse_args(argv)
+    if args.analyze_cached:
+        trace, cache_dir, batch_rows = args.analyze_cached
+        analyze_cached(Path(trace), Path(cache_dir), int(batch_rows))
+        return
     args.workdir.mkdir(parents=True, exist_ok=True)
+    if args.memory:
+        rows = []
+        for n in args.kernels:
+            print(f"benchmarking the analysis of {n:,} cached kernels ...", file=sys.stderr, flush=True)
+            rows += bench_memory(args.workdir, n, args.repeat)
+        print("\n".join(table(rows, MEMORY_COLUMNS, args.markdown)))
+        return
     rows = []
     for n in args.kernels:
         print(f"benchmarking analyze on {n:,} kernels ...", file=sys.stderr, flush=True)

@@ -1,15 +1,14 @@
-"""Reader for PyTorch profiler (Kineto) Chrome-trace JSON, ``.json`` or ``.json.gz``.
+"""Reader for PyTorch profiler (Kineto) Chrome-trace JSON, ``.json`` or ``.json.gz``: the entry point.
 
 Why this shape: a Kineto file is one JSON object whose ``traceEvents`` list can reach GBs. ``json.load``
 holds several copies of it as Python objects (HTA needs 4-5x the JSON size). Here the file's bytes are
 held once; msgspec splits ``traceEvents`` into zero-copy ``Raw`` slices of that buffer, and each chunk of
-events is decoded into small typed structs (only the fields the store needs), turned into Arrow columns
-and appended to the store by DuckDB SQL. Peak memory is about 1.5x the JSON size (1 GB bench).
+events is decoded into small typed structs (``kineto_events``), turned into Arrow columns and appended to
+the store by DuckDB SQL (``kineto_tables``). This module holds the container: the file, its top-level
+metadata, the chunk loop and the per-file rows (processes, devices, trace_meta, read_notes, trace_info).
 
 Times: ``ts``/``dur`` are microseconds, integers before PyTorch 2.4 and decimals with 3 places (ns)
-after. They are kept as their JSON text and converted exactly by DuckDB's DECIMAL cast:
-``start_ns = round(ts * 1000) (+ baseTimeNanoseconds)``, ``end_ns = round((ts + dur) * 1000) (+ base)``.
-Going through float64 would lose ns on 2024 files whose ``ts`` are epoch us with 19 significant digits.
+after; ``kineto_times`` converts their JSON text exactly to int64 ns (never through float64).
 Format facts: ``shared/facts/kineto-trace-format.md``; the mapping is documented in ``docs/kineto.md``.
 """
 
@@ -17,65 +16,21 @@ from __future__ import annotations
 
 import gc
 import gzip
-import re
 import zlib
 from collections import Counter
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import msgspec
-import pyarrow as pa
+from tracekit.parsers.kineto_events import Event, as_int, decode, route
+from tracekit.parsers.kineto_tables import TableWriter
 
 from tracekit.errors import InputError
 
 CHUNK_EVENTS = 100_000
 _READ_BLOCK_BYTES = 1 << 24
-
-# Category -> (destination, subtype). 2021 files use the capitalised names.
-_CATEGORIES: dict[str, tuple[str, str]] = {
-    "kernel": ("gpu", "kernel"),
-    "Kernel": ("gpu", "kernel"),
-    "gpu_memcpy": ("gpu", "memcpy"),
-    "Memcpy": ("gpu", "memcpy"),
-    "gpu_memset": ("gpu", "memset"),
-    "Memset": ("gpu", "memset"),
-    "cuda_runtime": ("api", "runtime"),
-    "Runtime": ("api", "runtime"),
-    "cuda_driver": ("api", "driver"),
-    "user_annotation": ("range", "user_annotation"),
-    "gpu_user_annotation": ("range", "gpu_user_annotation"),
-    "cpu_op": ("range", "cpu_op"),
-    "Operator": ("range", "cpu_op"),
-    "python_function": ("range", "python_function"),
-}
-_LEGACY_CATEGORIES = frozenset({"Kernel", "Memcpy", "Memset", "Runtime", "Operator"})
-_PROFILER_STEP = re.compile(r"ProfilerStep#\d+$")
-_STREAM_TID = re.compile(r"(?:stream\s*)?(\d+)\s*$")
-
-# Decoding targets: only the fields the store needs; msgspec skips the rest without building them.
-
-
-class _Args(msgspec.Struct, gc=False):
-    device: int | None = None
-    stream: int | None = None
-    correlation: int | None = None
-    grid: list[int] | None = None
-    block: list[int] | None = None
-    nbytes: int | None = msgspec.field(default=None, name="bytes")
-    name: str | None = None  # process_name / thread_name metadata
-
-
-class _Event(msgspec.Struct, gc=False):
-    ph: str = ""
-    cat: str | None = None
-    name: str = ""
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: msgspec.Raw = msgspec.Raw()  # JSON number text, converted exactly in SQL
-    dur: msgspec.Raw = msgspec.Raw()
-    args: _Args | None = None
+_RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 class _DeviceProperties(msgspec.Struct):
@@ -85,84 +40,6 @@ class _DeviceProperties(msgspec.Struct):
     computeMajor: int | None = None  # noqa: N815
     computeMinor: int | None = None  # noqa: N815
     numSms: int | None = None  # noqa: N815
-
-
-class _Times(msgspec.Struct, gc=False):
-    """Only an event's times, as exact JSON text (see ``_decode_lenient``)."""
-
-    ts: msgspec.Raw = msgspec.Raw()
-    dur: msgspec.Raw = msgspec.Raw()
-
-
-_EVENT_DECODER = msgspec.json.Decoder(_Event)
-_LOOSE_DECODER = msgspec.json.Decoder(dict[str, Any])
-_TIMES_DECODER = msgspec.json.Decoder(_Times)
-_RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
-
-_TIME_COLUMNS = (("ts", pa.string()), ("dur", pa.string()))  # JSON number text
-_SCHEMAS: dict[str, pa.Schema] = {
-    "gpu": pa.schema([
-        ("kind", pa.string()), ("name", pa.string()), *_TIME_COLUMNS, ("device", pa.int32()),
-        ("stream", pa.int64()), ("correlation", pa.int64()), ("grid_x", pa.int32()),
-        ("grid_y", pa.int32()), ("grid_z", pa.int32()), ("block_x", pa.int32()), ("block_y", pa.int32()),
-        ("block_z", pa.int32()), ("nbytes", pa.int64()),
-    ]),
-    "api": pa.schema([
-        ("api", pa.string()), ("name", pa.string()), ("pid", pa.int64()), ("tid", pa.int64()),
-        *_TIME_COLUMNS, ("correlation", pa.int64()),
-    ]),
-    "range": pa.schema([
-        ("source", pa.string()), ("name", pa.string()), ("pid", pa.int64()), ("tid", pa.int64()),
-        *_TIME_COLUMNS, ("device", pa.int32()), ("stream", pa.int64()),
-    ]),
-}
-
-
-# JSON number text (us) -> exact int64 ns, rounded to nearest; NULL when the text is not a number.
-_START_NS_SQL = "TRY_CAST(TRY_CAST(ts AS DECIMAL(38, 9)) * 1000 AS BIGINT)"
-_END_NS_SQL = "TRY_CAST((TRY_CAST(ts AS DECIMAL(38, 9)) + TRY_CAST(dur AS DECIMAL(38, 9))) * 1000 AS BIGINT)"
-
-
-# Per destination: the INSERT run on each chunk (``_chunk``, with start ``s`` and end ``e`` in ns).
-_INSERTS: dict[str, str] = {
-    "gpu_kernel": """
-        INSERT INTO kernels (rank, device_id, stream_id, start_ns, end_ns, dur_ns, name, short_name,
-            correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z)
-        SELECT $rank, device, stream, s + $base, e + $base, e - s, name, {short_name}, correlation,
-            grid_x, grid_y, grid_z, block_x, block_y, block_z
-        FROM _chunk WHERE kind = 'kernel' AND s IS NOT NULL AND e IS NOT NULL
-    """,
-    "gpu_memop": """
-        INSERT INTO memops (rank, device_id, stream_id, start_ns, end_ns, dur_ns, kind, copy_kind, bytes,
-            correlation_id)
-        SELECT $rank, device, stream, s + $base, e + $base, e - s, kind,
-            nullif(regexp_extract(name, '^Memcpy (\\w+)', 1), ''), nbytes, correlation
-        FROM _chunk WHERE kind <> 'kernel' AND s IS NOT NULL AND e IS NOT NULL
-    """,
-    "api": """
-        INSERT INTO api_calls (rank, pid, tid, start_ns, end_ns, dur_ns, name, raw_name, api, correlation_id,
-            is_duplicate)
-        SELECT $rank, pid, tid, s + $base, e + $base, e - s, name, name, api, correlation, false
-        FROM _chunk WHERE s IS NOT NULL AND e IS NOT NULL
-    """,
-    "range": """
-        INSERT INTO ranges (rank, pid, tid, start_ns, end_ns, dur_ns, name, domain, source, style, end_tid,
-            device_id, stream_id)
-        SELECT $rank, pid, tid, s + $base, e + $base, e - s, name, NULL, source, 'PushPop', tid,
-            device, stream
-        FROM _chunk WHERE s IS NOT NULL AND e IS NOT NULL
-    """,
-}
-# Unqualified kernel name: drop "void ", anonymous namespaces, template arguments and parameters.
-_SHORT_NAME_SQL = (
-    "coalesce(nullif(regexp_replace(regexp_extract(replace(name, '(anonymous namespace)::', ''),"
-    " '^(?:void )?([^<(]*)', 1), '^.*::', ''), ''), name)"
-)
-_INSERTS["gpu_kernel"] = _INSERTS["gpu_kernel"].replace("{short_name}", _SHORT_NAME_SQL)
-_INSERT_SQL = {
-    key: sql.replace("FROM _chunk", f"FROM (SELECT *, {_START_NS_SQL} AS s, {_END_NS_SQL} AS e FROM _chunk)")
-    for key, sql in _INSERTS.items()
-}
 
 
 def read_kineto(path: Path, con: duckdb.DuckDBPyConnection) -> None:
@@ -203,16 +80,6 @@ def _read_bytes(path: Path) -> bytearray:
         raise InputError(f"{path}: cannot read ({exc})") from None
 
 
-def _as_int(value: object) -> int | None:
-    """An id as int: ints pass, digit strings and 2021's "stream 7" parse, anything else is None."""
-    if type(value) is int:
-        return value
-    if isinstance(value, str):
-        match = _STREAM_TID.fullmatch(value.strip()) if value else None
-        return int(match.group(1)) if match else None
-    return None
-
-
 class _Reader:
     """One read: holds the per-file state between the chunks."""
 
@@ -220,15 +87,15 @@ class _Reader:
         self.path, self.con = path, con
         self.top, raw_events = self._split_top(buffer)
         self.raw_events: list[msgspec.Raw | None] = raw_events
-        self.rank = _as_int(self._meta_object("distributedInfo").get("rank"))
+        self.rank = as_int(self._meta_object("distributedInfo").get("rank"))
         base = self._meta_value("baseTimeNanoseconds")
         self.base_ns = base if type(base) is int else 0
         self.skipped: Counter[str] = Counter()
+        self.tables = TableWriter(con, self.rank, self.base_ns, self.skipped)
         self.legacy = False
         self.float_ts: bool | None = None
         self.processes: dict[int, str] = {}
         self.threads: dict[tuple[int, int], str] = {}
-        self.hip_api = False
 
     # ---- top level -------------------------------------------------------------------------------
 
@@ -278,9 +145,10 @@ class _Reader:
         recognised = 0
         for start in range(0, n_events, CHUNK_EVENTS):
             stop = min(start + CHUNK_EVENTS, n_events)
-            events = [self._decode(raw) for raw in self.raw_events[start:stop]]
+            events = decode(self.raw_events[start:stop], self.skipped)
             self.raw_events[start:stop] = [None] * (stop - start)  # free the slices as we go
             recognised += self._load_chunk(events)
+        self.tables.flush()
         if recognised == 0:
             raise InputError(f"{self.path}: not a PyTorch profiler trace (no trace events with a phase); "
                              "give the file torch.profiler wrote (*.pt.trace.json[.gz])")
@@ -295,146 +163,31 @@ class _Reader:
                              "with torch.profiler.ProfilerActivity.CUDA")
         self._finish()
 
-    def _decode(self, raw: msgspec.Raw | None) -> _Event | None:
-        """One event, or None (counted as malformed) when it is not an event object we can read."""
-        try:
-            return _EVENT_DECODER.decode(raw)
-        except msgspec.ValidationError:
-            return self._decode_lenient(raw)
-
-    def _decode_lenient(self, raw: msgspec.Raw | None) -> _Event | None:
-        """Fallback for events with unexpected value types: keep what converts, drop what does not."""
-        try:
-            obj, times = _LOOSE_DECODER.decode(raw), _TIMES_DECODER.decode(raw)
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            self.skipped["(malformed event)"] += 1
-            return None
-        args = obj.get("args") if isinstance(obj.get("args"), dict) else {}
-
-        def triple(value: object) -> list[int] | None:
-            ints = [_as_int(v) for v in value] if isinstance(value, list) else []
-            return ints if len(ints) == 3 and None not in ints else None
-
-        def text(value: object) -> str | None:
-            return value if isinstance(value, str) else None
-
-        return _Event(
-            ph=text(obj.get("ph")) or "", cat=text(obj.get("cat")), name=text(obj.get("name")) or "",
-            pid=obj.get("pid") if isinstance(obj.get("pid"), int | str) else None,
-            tid=obj.get("tid") if isinstance(obj.get("tid"), int | str) else None,
-            ts=times.ts, dur=times.dur,
-            args=_Args(device=_as_int(args.get("device")), stream=_as_int(args.get("stream")),
-                       correlation=_as_int(args.get("correlation")), grid=triple(args.get("grid")),
-                       block=triple(args.get("block")), nbytes=_as_int(args.get("bytes")),
-                       name=text(args.get("name"))),
-        )
-
-    def _load_chunk(self, events: list[_Event | None]) -> int:
+    def _load_chunk(self, events: list[Event]) -> int:
         """Route one chunk's events to their tables; return how many had a phase."""
-        buckets: dict[str, list[tuple[str, _Event]]] = {"gpu": [], "api": [], "range": []}
-        recognised = 0
-        for event in events:
-            if event is None:
-                continue
-            if event.ph:
-                recognised += 1
-            if event.ph == "X":
-                route = _CATEGORIES.get(event.cat) if event.cat else None
-                if route is not None:
-                    buckets[route[0]].append((route[1], event))
-                    continue
-            elif event.ph == "M":
-                self._metadata(event)
-                continue
-            self.skipped[event.cat or f"(no category, ph {event.ph or '?'})"] += 1
-        for destination, rows in buckets.items():
+        routed = route(events, self.skipped)
+        for event in routed.metadata:
+            self._metadata(event)
+        self.legacy = self.legacy or routed.legacy
+        for write, rows, codes in ((self.tables.gpu, routed.gpu, routed.gpu_codes),
+                                   (self.tables.api, routed.api, routed.api_codes),
+                                   (self.tables.ranges, routed.ranges, routed.range_codes)):
             if rows:
-                self._insert(destination, rows)
-        return recognised
+                if self.float_ts is None:  # integer us before PyTorch 2.4, three decimals (ns) after
+                    self.float_ts = any(b"." in bytes(e.ts) for e in rows[:1000])
+                write(rows, codes)
+        return routed.recognised
 
-    def _metadata(self, event: _Event) -> None:
+    def _metadata(self, event: Event) -> None:
         """process_name / thread_name metadata; other metadata events carry nothing the store keeps."""
         name = event.args.name if event.args else None
-        pid, tid = _as_int(event.pid), _as_int(event.tid)
+        pid, tid = as_int(event.pid), as_int(event.tid)
         if name is None or pid is None:
             return
         if event.name == "process_name":
             self.processes[pid] = name
         elif event.name == "thread_name" and tid is not None:
             self.threads[(pid, tid)] = name
-
-    def _insert(self, destination: str, rows: list[tuple[str, _Event]]) -> None:
-        """Append one chunk's rows of one destination through an Arrow table and DuckDB SQL."""
-        events = [event for _, event in rows]
-        self._note_vintage(rows)
-        columns: dict[str, list[Any]] = {
-            "name": [e.name for e in events],
-            "ts": [bytes(e.ts) for e in events],
-            "dur": [bytes(e.dur) for e in events],
-        }
-        args = [e.args or _EMPTY_ARGS for e in events]
-        if destination == "gpu":
-            columns["kind"] = [kind for kind, _ in rows]
-            columns["device"] = [a.device if a.device is not None else _as_int(e.pid)
-                                 for a, e in zip(args, events, strict=True)]
-            columns["stream"] = [a.stream if a.stream is not None else _as_int(e.tid)
-                                 for a, e in zip(args, events, strict=True)]
-            columns["correlation"] = [a.correlation for a in args]
-            grids = [a.grid if a.grid and len(a.grid) == 3 else _NO_DIMS for a in args]
-            blocks = [a.block if a.block and len(a.block) == 3 else _NO_DIMS for a in args]
-            for axis, index in (("x", 0), ("y", 1), ("z", 2)):
-                columns[f"grid_{axis}"] = [g[index] for g in grids]
-                columns[f"block_{axis}"] = [b[index] for b in blocks]
-            columns["nbytes"] = [a.nbytes for a in args]
-            self._insert_sql(("gpu_kernel", "gpu_memop"), destination, columns, len(rows))
-            return
-        columns["pid"] = [_as_int(e.pid) for e in events]
-        columns["tid"] = [_as_int(e.tid) for e in events]
-        if destination == "api":
-            columns["api"] = [
-                "driver" if kind == "driver" or (e.name.startswith("cu") and not e.name.startswith("cuda"))
-                else "runtime" for kind, e in rows
-            ]
-            columns["correlation"] = [a.correlation for a in args]
-            self.hip_api = self.hip_api or any(e.name.startswith("hip") for e in events)
-            self._insert_sql(("api",), destination, columns, len(rows))
-            return
-        sources = [
-            "user_annotation" if source == "cpu_op" and _PROFILER_STEP.match(e.name) else source
-            for source, e in rows
-        ]  # 2021 files record ProfilerStep#N as an Operator
-        gpu_side = [source == "gpu_user_annotation" for source in sources]
-        columns["source"] = sources
-        columns["device"] = [(a.device if a.device is not None else _as_int(e.pid)) if gpu else None
-                             for a, e, gpu in zip(args, events, gpu_side, strict=True)]
-        columns["stream"] = [(a.stream if a.stream is not None else _as_int(e.tid)) if gpu else None
-                             for a, e, gpu in zip(args, events, gpu_side, strict=True)]
-        # A GPU-side annotation has no host thread: its pid is set to the launching process at the end.
-        columns["pid"] = [None if gpu else pid for pid, gpu in zip(columns["pid"], gpu_side, strict=True)]
-        columns["tid"] = [None if gpu else tid for tid, gpu in zip(columns["tid"], gpu_side, strict=True)]
-        self._insert_sql(("range",), destination, columns, len(rows))
-
-    def _note_vintage(self, rows: list[tuple[str, _Event]]) -> None:
-        """Remember whether this is a 2021 file and whether timestamps are float (ns) or integer us."""
-        if not self.legacy:
-            self.legacy = any(e.cat in _LEGACY_CATEGORIES for _, e in rows[:100])
-        if self.float_ts is None:
-            self.float_ts = any(b"." in bytes(e.ts) for _, e in rows[:1000])
-
-    def _insert_sql(self, statements: Iterable[str], destination: str, columns: dict[str, list[Any]],
-                    n_rows: int) -> None:
-        """Run the INSERTs of ``statements`` on the chunk; count rows dropped for unreadable times."""
-        table = pa.Table.from_pydict(columns, schema=_SCHEMAS[destination])
-        self.con.register("_chunk", table)
-        try:
-            inserted = sum(
-                self.con.execute(_INSERT_SQL[key], {"rank": self.rank, "base": self.base_ns}).fetchone()[0]
-                for key in statements
-            )
-        finally:
-            self.con.unregister("_chunk")
-        if inserted < n_rows:
-            self.skipped[f"(no readable ts/dur: {destination})"] += n_rows - inserted
 
     # ---- per-file rows ---------------------------------------------------------------------------
 
@@ -499,7 +252,7 @@ class _Reader:
 
     def _vendor(self) -> str:
         amd_keys = ("hip_runtime_version", "hip_driver_version", "roctracer_version")
-        return "amd" if self.hip_api or any(key in self.top for key in amd_keys) else "nvidia"
+        return "amd" if self.tables.hip_api or any(key in self.top for key in amd_keys) else "nvidia"
 
     def _write_devices(self) -> None:
         """deviceProperties rows, plus bare rows for devices that ran work but have no properties."""
@@ -545,7 +298,3 @@ class _Reader:
         if meta:
             self.con.executemany("INSERT INTO trace_meta VALUES (?, ?, ?)",
                                  [(self.rank, key, value) for key, value in meta.items()])
-
-
-_EMPTY_ARGS = _Args()
-_NO_DIMS = (None, None, None)

@@ -152,11 +152,13 @@ def edit_json(data: bytes, edits: list[tuple]) -> bytes:
     for kind, where, key, arg, top, value in edits:
         if kind == "top" and isinstance(doc, dict):
             doc[top] = value
-            events = doc["traceEvents"] if isinstance(doc["traceEvents"], list) else []
+            events = doc.get("traceEvents") if isinstance(doc.get("traceEvents"), list) else []
             continue
         if not events:
             continue
         event = events[min(int(where * len(events)), len(events) - 1)]
+        if not isinstance(event, dict):
+            continue
         if kind == "delete":
             event.pop(key, None)
         elif kind == "set":

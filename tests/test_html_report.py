@@ -59,7 +59,8 @@ def median_step_counts(path: Path, *step: str) -> tuple[int, int]:
     pairs = sorted(((a.dur_ns, a.window.index, d, a) for d in analysis.devices for a in d.accounts),
                    key=lambda p: (p[0], p[1]))
     _, _, dev, acc = pairs[(len(pairs) - 1) // 2]
-    names = dev.ops.name[acc.ops_in_window].tolist()
+    detail, full = analysis.step_detail(dev, acc)
+    names = detail.ops.name[full.ops_in_window].tolist()
     memops = sum(1 for n in names if n in ("memcpy", "memset"))
     return len(names) - memops, memops
 

@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tracekit import __version__
-from tracekit.analysis.analyze import AnalyzeOptions, analyze, analyze_devices, build_analysis
-from tracekit.analysis.gaps import HostActivity
+from tracekit.analysis.analyze import AnalyzeOptions, DeviceAnalysis, analyze, analyze_devices, build_analysis
 from tracekit.cli_common import Inputs
 from tracekit.errors import InputError
 from tracekit.output import write_atomically
@@ -80,8 +79,7 @@ def cached_report(store: Store, opts: AnalyzeOptions) -> dict[str, Any]:
     return report
 
 
-def _rank_task(path: Path, rank: int, cache_dir: Path,
-               opts: AnalyzeOptions) -> tuple[list[Any], dict[int, HostActivity]]:
+def _rank_task(path: Path, rank: int, cache_dir: Path, opts: AnalyzeOptions) -> list[DeviceAnalysis]:
     """One Dask task: a rank's file (already ingested) opened alone under its rank; its per-rank analysis."""
     with open_store([path], cache_dir=cache_dir, ranks=[rank]) as store:
         return analyze_devices(store, opts)
@@ -118,12 +116,8 @@ def analyze_dask(inputs: Inputs, opts: AnalyzeOptions, scheduler: str | None = N
                 ranks = [f.rank for f in store.files]
                 parts = client.gather(client.map(_rank_task, files, ranks, cache_dir=cache_dir, opts=opts,
                                                  pure=False))
-                results, hosts = [], {}
-                for devices, rank_hosts in parts:
-                    results += devices
-                    hosts |= rank_hosts
-                results.sort(key=lambda r: (r.ops.rank, r.ops.device_id))
-                return build_analysis(store, opts, results, hosts).report
+                results = sorted((d for devices in parts for d in devices), key=lambda r: (r.rank, r.device_id))
+                return build_analysis(store, opts, results).report
         finally:
             client.close()
     finally:

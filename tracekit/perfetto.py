@@ -42,7 +42,7 @@ def _meta(kind: str, pid: int, tid: int | None, **args: Any) -> str:
 
 def _device_events(analysis: Analysis, i: int, base: int, correlation: int) -> tuple[list[str], int]:
     """One device's operations and analysis tracks; returns the events and the next free correlation id."""
-    dev = analysis.devices[i]
+    dev = analysis.device_detail(analysis.devices[i])
     ops, report = dev.ops, analysis.report
     gpu_pid, ann_pid = 2 * i + 1, 2 * i + 2
     out = [_meta("process_name", gpu_pid, None, name=f"rank {ops.rank} GPU {ops.device_id}"),
@@ -89,7 +89,7 @@ def _device_events(analysis: Analysis, i: int, base: int, correlation: int) -> t
 
 def perfetto_json(analysis: Analysis) -> str:
     """The annotated timeline as Chrome-trace JSON text."""
-    starts = [int(d.ops.start_ns.min()) for d in analysis.devices if len(d.ops)]
+    starts = [d.first_start_ns for d in analysis.devices if d.n_ops]
     starts += [a.window.start_ns for d in analysis.devices for a in d.accounts]
     base = min(starts, default=0)
     events: list[str] = []
@@ -97,7 +97,7 @@ def perfetto_json(analysis: Analysis) -> str:
     for i in range(len(analysis.devices)):
         device_events, correlation = _device_events(analysis, i, base, correlation)
         events += device_events
-    ranks = sorted({d.ops.rank for d in analysis.devices})
+    ranks = sorted({d.rank for d in analysis.devices})
     top: dict[str, Any] = {"schemaVersion": 1, "baseTimeNanoseconds": base, "displayTimeUnit": "ns",
                            "traceName": f"tracekit analyze: {analysis.report['verdict']}"}
     if len(ranks) == 1:

@@ -14,6 +14,7 @@ import numpy as np
 from tracekit import intervals as iv
 from tracekit.analysis.accounting import StepAccount
 from tracekit.analysis.analyze import Analysis, DeviceAnalysis
+from tracekit.analysis.detail import Detail
 from tracekit.analysis.gaps import CAUSES, attribute_gaps
 
 MEMOP_KINDS = frozenset({"memcpy", "memset"})  # a memop's class and name are its kind (analysis.ops)
@@ -101,11 +102,11 @@ def class_colours(names: Iterable[str], communication: frozenset[str]) -> dict[s
 def analysis_colours(analysis: Analysis) -> dict[str, str]:
     names = {c["name"] for c in analysis.report["classes"]}
     for dev in analysis.devices:
-        names.update(str(c) for c in np.unique(dev.ops.cls.astype(str)))
+        names.update(dev.classes)
     return class_colours(names, communication_classes(analysis.report))
 
 
-def gap_marks(dev: DeviceAnalysis, gaps: iv.Intervals) -> list[GapMark]:
+def gap_marks(dev: Detail, gaps: iv.Intervals) -> list[GapMark]:
     """Each gap with its causes, by the analysis's own attribution (one gap at a time)."""
     marks = []
     for g0, g1 in zip(gaps.starts.tolist(), gaps.ends.tolist(), strict=True):
@@ -118,7 +119,7 @@ def gap_marks(dev: DeviceAnalysis, gaps: iv.Intervals) -> list[GapMark]:
     return marks
 
 
-def exposed_intervals(dev: DeviceAnalysis, acc: StepAccount, communication: frozenset[str]) -> iv.Intervals:
+def exposed_intervals(dev: Detail, acc: StepAccount, communication: frozenset[str]) -> iv.Intervals:
     """Where only communication runs in the step (the analysis's exposed time, as intervals)."""
     idx = acc.ops_in_window
     lo, hi = acc.window.start_ns, acc.window.end_ns
@@ -136,8 +137,9 @@ def median_step(pairs: list[tuple[DeviceAnalysis, StepAccount]]) -> tuple[Device
     return ordered[(len(ordered) - 1) // 2]
 
 
-def picked_steps(analysis: Analysis) -> list[tuple[str, DeviceAnalysis, StepAccount]]:
-    """The median step of all ranks, and the slowest rank's median step when that is another step."""
+def picked_steps(analysis: Analysis) -> list[tuple[str, Detail, StepAccount]]:
+    """The median step of all ranks, and the slowest rank's median step when that is another step (each with
+    its operations, re-read from the store)."""
     pairs = [(d, a) for d in analysis.devices for a in d.accounts]
     picks = []
     overall = median_step(pairs)
@@ -147,10 +149,10 @@ def picked_steps(analysis: Analysis) -> list[tuple[str, DeviceAnalysis, StepAcco
     mine = median_step([p for p in pairs if p[1].rank == slowest])
     if mine is not None and overall is not None and mine[1] is not overall[1]:
         picks.append((f"slowest rank ({slowest}): its median step", *mine))
-    return picks
+    return [(title, *analysis.step_detail(dev, acc)) for title, dev, acc in picks]
 
 
-def step_picture(analysis: Analysis, title: str, dev: DeviceAnalysis, acc: StepAccount) -> StepPicture:
+def step_picture(analysis: Analysis, title: str, dev: Detail, acc: StepAccount) -> StepPicture:
     """Everything drawn for one step, clipped to its window."""
     idx = acc.ops_in_window
     lo, hi = acc.window.start_ns, acc.window.end_ns

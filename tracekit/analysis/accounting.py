@@ -9,7 +9,7 @@ equals the step, and no nanosecond is blamed twice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -20,26 +20,28 @@ from tracekit.analysis.steps import StepWindow
 
 @dataclass
 class StepAccount:
-    """One step on one device."""
+    """One step on one device. A summary (kept for every step) has no ``gaps`` intervals and no
+    ``ops_in_window``: those are per-operation detail, re-read for the few steps that are drawn."""
 
     rank: int
     device_id: int
     window: StepWindow
-    gaps: iv.Intervals
+    gaps: iv.Intervals | None
+    gap_ns: int
     comm_ns: int
     exposed_ns: int
     exposed_by_class: dict[str, int] = field(default_factory=dict)
     attributed_by_class: dict[str, int] = field(default_factory=dict)
     measured_by_class: dict[str, int] = field(default_factory=dict)
-    ops_in_window: np.ndarray | None = None  # indices into the device's ops
+    ops_in_window: np.ndarray | None = None  # indices into the ops it was accounted on
 
     @property
     def dur_ns(self) -> int:
         return self.window.dur_ns
 
-    @property
-    def gap_ns(self) -> int:
-        return iv.length(self.gaps)
+    def summary(self) -> StepAccount:
+        """This account without its per-operation detail."""
+        return replace(self, gaps=None, ops_in_window=None)
 
 
 def _active(seg_lo: np.ndarray, seg_hi: np.ndarray, n_seg: int, group: np.ndarray, n_groups: int) -> np.ndarray:
@@ -91,7 +93,8 @@ def account_step(ops: DeviceOps, window: StepWindow, communication: frozenset[st
                 attributed[n] = int(np.round(np.where(compute_total > 0, seg_len * active[k] / compute_total, 0).sum()))
     exposed_ns = int(seg_len[exposed_seg].sum())
     return StepAccount(
-        rank=ops.rank, device_id=ops.device_id, window=window, gaps=gaps, comm_ns=iv.length(comm_union),
+        rank=ops.rank, device_id=ops.device_id, window=window, gaps=gaps, gap_ns=iv.length(gaps),
+        comm_ns=iv.length(comm_union),
         exposed_ns=exposed_ns, exposed_by_class=exposed_by, attributed_by_class=attributed,
         measured_by_class=measured, ops_in_window=inside,
     )

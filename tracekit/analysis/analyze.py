@@ -11,15 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from tracekit import intervals as iv
-from tracekit.analysis.accounting import StepAccount, account_step
-from tracekit.analysis.gaps import CAUSES, HostActivity, attribute_gaps, gap_context
+from tracekit.analysis.accounting import StepAccount
+from tracekit.analysis.detail import Detail, DetailReader
+from tracekit.analysis.device import DeviceAnalysis, analyze_device, step_marker
+from tracekit.analysis.gaps import CAUSES
 from tracekit.analysis.ncu import ncu_targets
-from tracekit.analysis.ops import DeviceOps, load_device_ops, prepare
-from tracekit.analysis.steps import PROFILER_STEP_REGEX, StepSource, find_steps
+from tracekit.analysis.ops import Vocabulary, prepare
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import load_rules
-from tracekit.errors import InputError
 from tracekit.info import capture_caveats
 from tracekit.store import Store
 
@@ -42,6 +41,7 @@ class AnalyzeOptions:
     pipeline_share: float = 0.5
     top_gaps: int = 5
     max_targets: int = 5
+    batch_rows: int = 500_000  # operations read at once (a batch of steps); bounds memory, not the report
 
 
 def _p(values: list[int] | np.ndarray, q: float) -> int:
@@ -52,70 +52,12 @@ def _median(values: list[int]) -> int:
     return _p(values, 50)
 
 
-@dataclass
-class DeviceAnalysis:
-    """One device's operations, how its steps were found, and each analysed step's accounting."""
-
-    ops: DeviceOps
-    source: StepSource
-    accounts: list[StepAccount]
-    causes: list[dict[str, int]]
-    gap_next_op: list[np.ndarray]
-    host: HostActivity | None = None  # the rank's host activity (per-gap causes for timelines)
-
-
-def _analyze_device(store: Store, ops: DeviceOps, opts: AnalyzeOptions, host: HostActivity,
-                    communication: frozenset[str]) -> DeviceAnalysis:
-    windows, source = find_steps(store.con, ops, opts.step_regex)
-    if opts.skip_steps:
-        if opts.skip_steps >= len(windows):
-            raise InputError(f"--skip-steps {opts.skip_steps}: rank {ops.rank} device {ops.device_id} has only "
-                             f"{len(windows)} steps")
-        windows = windows[opts.skip_steps:]
-    accounts, causes, nexts = [], [], []
-    for w in windows:
-        acc = account_step(ops, w, communication)
-        by_cause, next_op = attribute_gaps(acc.gaps, ops, host)
-        accounts.append(acc)
-        causes.append(by_cause)
-        nexts.append(next_op)
-    return DeviceAnalysis(ops, source, accounts, causes, nexts, host)
-
-
-def _top_gaps(store: Store, results: list[DeviceAnalysis], hosts: dict[int, HostActivity],
-              limit: int) -> list[dict[str, Any]]:
+def _top_gaps(results: list[DeviceAnalysis], limit: int) -> list[dict[str, Any]]:
     """The gaps that cost most, with repeats across steps collapsed: gaps before the same kernel on the
     same device form one finding (occurrences, total), shown by its longest instance with its causes and
-    what the launching host thread was doing."""
-    groups: dict[tuple[int, int, str], dict[str, Any]] = {}
-    for res in results:
-        for acc in res.accounts:
-            if len(acc.gaps) == 0:
-                continue
-            nxt = np.searchsorted(res.ops.start_ns, acc.gaps.ends, side="left")
-            for g0, g1, j in zip(acc.gaps.starts.tolist(), acc.gaps.ends.tolist(), nxt.tolist(), strict=True):
-                name = str(res.ops.name[j]) if j < len(res.ops) else ""
-                g = groups.setdefault((res.ops.rank, res.ops.device_id, name),
-                                      {"res": res, "occurrences": 0, "total_ns": 0, "longest": (0, 0, 0, "")})
-                g["occurrences"] += 1
-                g["total_ns"] += g1 - g0
-                if g1 - g0 > g["longest"][0]:
-                    g["longest"] = (g1 - g0, g0, g1, acc.window.label)
-    top = []
-    for (rank, device, name), g in sorted(groups.items(), key=lambda kv: -kv[1]["total_ns"])[:limit]:
-        res: DeviceAnalysis = g["res"]
-        length, g0, g1, label = g["longest"]
-        by_cause, nxt = attribute_gaps(iv.Intervals(np.array([g0]), np.array([g1])), res.ops, hosts[rank])
-        j = int(nxt[0])
-        entry: dict[str, Any] = {
-            "rank": rank, "device": device, "next_kernel": name or None, "occurrences": g["occurrences"],
-            "total_ns": g["total_ns"], "step": label, "start_ns": g0, "dur_ns": length, "by_cause": by_cause,
-            "cause": max(by_cause, key=lambda c: by_cause[c]),
-        }
-        if j >= 0 and res.ops.launch_tid[j] >= 0:
-            entry["host"] = gap_context(store.con, rank, int(res.ops.pid[j]), int(res.ops.launch_tid[j]), g0)
-        top.append(entry)
-    return top
+    what the launching host thread was doing. Each device brings its own costliest ``limit`` findings."""
+    findings = [g for res in results for g in res.top_gaps]
+    return sorted(findings, key=lambda g: -g["total_ns"])[:limit]
 
 
 def _floor_section(opts: AnalyzeOptions, step_p50: int) -> tuple[dict[str, Any] | None, Any, dict[str, Any]]:
@@ -138,10 +80,27 @@ def _floor_section(opts: AnalyzeOptions, step_p50: int) -> tuple[dict[str, Any] 
 
 @dataclass
 class Analysis:
-    """The v1 report and the per-device detail behind it (for timelines and exports)."""
+    """The v1 report and the per-device summaries behind it; per-operation detail of a step or a device is
+    re-read from the store on request (for timelines and exports)."""
 
     report: dict[str, Any]
     devices: list[DeviceAnalysis]
+    store: Store
+    opts: AnalyzeOptions
+    _reader: DetailReader | None = field(default=None, init=False, repr=False)
+
+    def _detail_reader(self) -> DetailReader:
+        if self._reader is None:
+            self._reader = DetailReader(self.store.con, self.opts.config, step_marker(self.opts))
+        return self._reader
+
+    def step_detail(self, dev: DeviceAnalysis, acc: StepAccount) -> tuple[Detail, StepAccount]:
+        """One analysed step's operations and host activity, and its full account (gaps, ops_in_window)."""
+        return self._detail_reader().step(dev, acc)
+
+    def device_detail(self, dev: DeviceAnalysis) -> Detail:
+        """All of one device's operations with every analysed step's full account."""
+        return self._detail_reader().device(dev)
 
 
 def analyze(store: Store, opts: AnalyzeOptions) -> dict[str, Any]:
@@ -151,28 +110,19 @@ def analyze(store: Store, opts: AnalyzeOptions) -> dict[str, Any]:
 
 def run_analysis(store: Store, opts: AnalyzeOptions) -> Analysis:
     """Run the whole analysis over an open store: the report and its per-device detail."""
-    results, hosts = analyze_devices(store, opts)
-    return build_analysis(store, opts, results, hosts)
+    return build_analysis(store, opts, analyze_devices(store, opts))
 
 
-def analyze_devices(store: Store, opts: AnalyzeOptions) -> tuple[list[DeviceAnalysis], dict[int, HostActivity]]:
-    """The per-rank part: every device's steps and their accounting, and each rank's host activity."""
+def analyze_devices(store: Store, opts: AnalyzeOptions) -> list[DeviceAnalysis]:
+    """The per-rank part: every device's steps, accounted in bounded batches and reduced to summaries."""
     rules = load_rules(opts.config)
     con = store.con
     pairs = prepare(con, rules)
-    marker = opts.step_regex or PROFILER_STEP_REGEX
-    hosts: dict[int, HostActivity] = {}
-    results: list[DeviceAnalysis] = []
-    for rank, device in pairs:
-        if rank not in hosts:
-            hosts[rank] = HostActivity.load(con, rank, marker)
-        ops = load_device_ops(con, rank, device)
-        results.append(_analyze_device(store, ops, opts, hosts[rank], rules.communication))
-    return results, hosts
+    vocab = Vocabulary.load(con)
+    return [analyze_device(con, vocab, rank, device, opts, rules.communication) for rank, device in pairs]
 
 
-def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnalysis],
-                   hosts: dict[int, HostActivity]) -> Analysis:
+def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnalysis]) -> Analysis:
     """The cross-rank part: reduce the per-device results (in (rank, device) order) to the report."""
     rules = load_rules(opts.config)
     con = store.con
@@ -187,7 +137,7 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     cause_ns = {c: _median([cs[c] for r in results for cs in r.causes]) for c in CAUSES}
     host_gaps = {
         "total_ns": _median(gap_ns), "fraction": (_median(gap_ns) / step_p50) if step_p50 else 0.0,
-        "by_cause": cause_ns, "top": _top_gaps(store, results, hosts, opts.top_gaps),
+        "by_cause": cause_ns, "top": _top_gaps(results, opts.top_gaps),
     }
     # Question 2: exposed communication.
     collectives = sorted({c for a in accounts for c in a.exposed_by_class} |
@@ -233,23 +183,15 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         "reasons": reasons,
         "caveats": [c.text for c in caveats] + store.warnings,
     }
-    return Analysis(report, results)
+    return Analysis(report, results, store, opts)
 
 
 def _kernel_time(results: list[DeviceAnalysis]) -> dict[str, list[tuple[str, int]]]:
     """Per class, its kernels' total time in the analysed steps, largest first (ties by name)."""
     totals: dict[tuple[str, str], int] = defaultdict(int)
     for res in results:
-        if not res.accounts:
-            continue
-        ops = res.ops
-        idx = np.concatenate([acc.ops_in_window for acc in res.accounts])
-        per_name = np.bincount(ops.name_code[idx], weights=ops.end_ns[idx] - ops.start_ns[idx],
-                               minlength=len(ops.names))
-        cls_of_name = np.zeros(len(ops.names), dtype=np.int64)
-        cls_of_name[ops.name_code[idx]] = ops.cls_code[idx]
-        for code in np.flatnonzero(np.bincount(ops.name_code[idx], minlength=len(ops.names))):
-            totals[(str(ops.class_names[cls_of_name[code]]), str(ops.names[code]))] += int(per_name[code])
+        for key, ns in res.kernel_ns.items():
+            totals[key] += ns
     by_class: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for (cls, name), total in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0][1])):
         by_class[cls].append((name, total))

@@ -37,21 +37,27 @@ class HostActivity:
     sync_by_process: dict[int, iv.Intervals]
 
     @classmethod
-    def load(cls, con: duckdb.DuckDBPyConnection, rank: int, step_regex: str) -> HostActivity:
-        """API calls and host ranges of ``rank``; ranges that are step markers do not count as busy."""
+    def load(cls, con: duckdb.DuckDBPyConnection, rank: int, step_regex: str, lo: int | None = None,
+             hi: int | None = None) -> HostActivity:
+        """API calls and host ranges of ``rank`` (those overlapping [lo, hi) when given: gap causes are read
+        only inside gaps, so the rest cannot matter); ranges that are step markers do not count as busy."""
+        span = "TRUE" if lo is None or hi is None else "end_ns > $lo AND start_ns < $hi"
+        params = {"rank": rank, "sync": SYNC_API_REGEX, "step": step_regex}
+        if lo is not None and hi is not None:
+            params |= {"lo": lo, "hi": hi}
         # The sync regex runs once per distinct API name, not once per call.
-        rows = con.sql("""
+        rows = con.sql(f"""
             WITH calls AS (SELECT pid, tid, start_ns, end_ns, name FROM api_calls
-                           WHERE rank = $rank AND NOT is_duplicate),
+                           WHERE rank = $rank AND NOT is_duplicate AND {span}),
                  sync_names AS (SELECT name, regexp_matches(name, $sync) AS is_sync
                                 FROM (SELECT DISTINCT name FROM calls))
             SELECT c.pid, c.tid, c.start_ns, c.end_ns, coalesce(s.is_sync, FALSE) AS is_sync
             FROM calls c LEFT JOIN sync_names s ON s.name = c.name
             UNION ALL
             SELECT pid, tid, start_ns, end_ns, FALSE FROM ranges
-            WHERE rank = $rank AND end_ns IS NOT NULL AND device_id IS NULL
+            WHERE rank = $rank AND end_ns IS NOT NULL AND device_id IS NULL AND {span}
               AND NOT regexp_matches(name, $step)
-        """, params={"rank": rank, "sync": SYNC_API_REGEX, "step": step_regex}).to_arrow_table()
+        """, params=params).to_arrow_table()
         pid = rows.column("pid").to_numpy(zero_copy_only=False)
         tid = rows.column("tid").to_numpy(zero_copy_only=False)
         start = rows.column("start_ns").to_numpy(zero_copy_only=False)
@@ -120,9 +126,9 @@ def gap_context(con: duckdb.DuckDBPyConnection, rank: int, pid: int, tid: int, a
         SELECT name FROM ranges WHERE rank = ? AND pid = ? AND tid = ? AND device_id IS NULL
           AND start_ns <= ? AND coalesce(end_ns, start_ns) > ?
         ORDER BY coalesce(end_ns, start_ns) - start_ns LIMIT 1
-    """, [rank, pid, tid, at_ns, at_ns]).fetchone()
+    """, [rank, pid, tid, at_ns, at_ns]).fetchall()
     api = con.execute("""
         SELECT name FROM api_calls WHERE rank = ? AND pid = ? AND tid = ? AND NOT is_duplicate
           AND start_ns <= ? AND end_ns > ? ORDER BY start_ns DESC LIMIT 1
-    """, [rank, pid, tid, at_ns, at_ns]).fetchone()
-    return {"range": rng[0] if rng else None, "api_call": api[0] if api else None}
+    """, [rank, pid, tid, at_ns, at_ns]).fetchall()
+    return {"range": rng[0][0] if rng else None, "api_call": api[0][0] if api else None}

@@ -13,7 +13,6 @@ import shlex
 from typing import Any
 
 import duckdb
-import numpy as np
 
 APP_PLACEHOLDER = "<your application command>"
 
@@ -21,14 +20,14 @@ APP_PLACEHOLDER = "<your application command>"
 def capture_command(con: duckdb.DuckDBPyConnection) -> str | None:
     """The profiled application's command line when the capture recorded it, re-quoted token by token
     (the recorded text is untrusted: it is never pasted into a shell as it stands)."""
-    row = con.execute("""
+    rows = con.execute("""
         SELECT capture_command FROM trace_info WHERE capture_command IS NOT NULL AND capture_command <> ''
         ORDER BY rank LIMIT 1
-    """).fetchone()
-    if not row:
+    """).fetchall()
+    if not rows:
         return None
     try:
-        tokens = shlex.split(row[0])
+        tokens = shlex.split(rows[0][0])
     except ValueError:
         return None
     return shlex.join(tokens) if tokens else None
@@ -74,20 +73,17 @@ def ncu_targets(con: duckdb.DuckDBPyConnection, results: list[Any], classes: lis
     if not over:
         return []
     app = capture_command(con)
-    # Per kernel name: total time in analysed steps, and one representative launch (the median step's).
+    # Per kernel name: total time in analysed steps, and one representative launch (the first device's
+    # median step's, each device's reduced in tracekit.analysis.device).
     time_by_kernel: dict[tuple[str, str], int] = {}
     instance: dict[tuple[str, str], tuple[int, bool]] = {}
     for res in results:
-        if not res.accounts:
-            continue
-        median_acc = sorted(res.accounts, key=lambda a: a.dur_ns)[len(res.accounts) // 2]
-        for acc in res.accounts:
-            idx = acc.ops_in_window
-            for i in idx[np.isin(res.ops.cls[idx], list(over))]:
-                key = (str(res.ops.cls[i]), str(res.ops.name[i]))
-                time_by_kernel[key] = time_by_kernel.get(key, 0) + int(res.ops.end_ns[i] - res.ops.start_ns[i])
-                if acc is median_acc and key not in instance:
-                    instance[key] = (int(res.ops.op_index[i]), bool(res.ops.in_graph[i]))
+        for key, ns in res.kernel_ns.items():
+            if key[0] in over:
+                time_by_kernel[key] = time_by_kernel.get(key, 0) + ns
+        for key, launch in res.median_launches.items():
+            if key[0] in over:
+                instance.setdefault(key, launch)
     class_total: dict[str, int] = {}
     for (cls, _), t in time_by_kernel.items():
         class_total[cls] = class_total.get(cls, 0) + t

@@ -1,9 +1,11 @@
-"""GPU operations of one device with their class and launch call, as numpy columns.
+"""GPU operations of one device with their class and launch call, as numpy columns, read a time range at a time.
 
-Analysis reads the store one (rank, device) at a time, so memory grows with one device's events,
-not with the whole trace. Names and classes travel as small integer codes into a shared vocabulary
-(the ``name``/``cls`` object arrays point at one string object per distinct name), so a device with
-millions of kernels costs tens of bytes per operation, and per-class sums are integer bin counts.
+Analysis never holds a whole device: it reads the operations of a few consecutive steps at a time (see
+``tracekit.analysis.device``), so memory grows with one batch of steps, not with the trace. Names and
+classes travel as small integer codes into a shared vocabulary (the ``name``/``cls`` object arrays point
+at one string object per distinct name), so an operation costs tens of bytes and per-class sums are
+integer bin counts. Operations are ordered by (start, end, stream, name, process, launch), a total order
+that every read of the same trace repeats, however the reads are cut.
 """
 
 from __future__ import annotations
@@ -13,13 +15,16 @@ from functools import cached_property
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 
 from tracekit.budgets.classify import ClassRules, register_classes
+
+ORDER = "start_ns, end_ns, stream_id, code, pid, launch_start_ns, launch_end_ns, launch_tid, in_graph"
 
 
 @dataclass
 class DeviceOps:
-    """Kernels and memory operations of one device, sorted by start."""
+    """Kernels and memory operations of one device (or of a time range of it), sorted by ``ORDER``."""
 
     rank: int
     device_id: int
@@ -33,7 +38,7 @@ class DeviceOps:
     launch_start_ns: np.ndarray  # -1 where unknown
     launch_end_ns: np.ndarray
     in_graph: np.ndarray  # bool: launched as part of a CUDA/HIP graph
-    op_index: np.ndarray  # launch index of this kernel name within its process (for ncu --launch-skip)
+    op_index: np.ndarray | None  # per-name launch index in the process (ncu --launch-skip); see launch_skips
     cls_code: np.ndarray  # int32 per op: index into class_names (cls == class_names[cls_code])
     class_names: np.ndarray  # object array of the distinct class names
     name_code: np.ndarray  # int32 per op: index into names (name == names[name_code])
@@ -47,9 +52,25 @@ class DeviceOps:
         return int((self.end_ns - self.start_ns).max()) if len(self) else 0
 
 
+@dataclass(frozen=True)
+class Vocabulary:
+    """The op-name vocabulary of a prepared connection: names and classes by code."""
+
+    names: np.ndarray  # object array: name per code
+    class_names: np.ndarray  # object array of the distinct class names, sorted
+    cls_of_code: np.ndarray  # int32: class index per name code
+
+    @classmethod
+    def load(cls, con: duckdb.DuckDBPyConnection) -> Vocabulary:
+        vocab = con.execute("SELECT name, class FROM op_names ORDER BY code").fetchall()
+        class_names = _objects(sorted({v[1] for v in vocab}))
+        index = {c: i for i, c in enumerate(class_names)}
+        return cls(_objects([v[0] for v in vocab]), class_names,
+                   np.array([index[v[1]] for v in vocab], dtype=np.int32))
+
+
 def prepare(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> list[tuple[int, int]]:
-    """Register kernel classes, the op-name vocabulary and the deduplicated launch table; return the
-    (rank, device) pairs."""
+    """Register kernel classes and the op-name vocabulary; return the (rank, device) pairs."""
     register_classes(con, rules)
     # One code per kernel name (with its class) and per memop kind (its own class); codes index the vocabulary.
     con.execute("""
@@ -58,22 +79,16 @@ def prepare(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> list[tuple[int
         FROM (SELECT name, class, FALSE AS is_memop FROM kernel_class
               UNION ALL SELECT DISTINCT kind, kind, TRUE FROM memops WHERE kind IS NOT NULL)
     """)
-    # The first call per (rank, pid, correlation id): a grouped arg_min, cheaper than a window sort.
-    con.execute("""
-        CREATE OR REPLACE TEMP TABLE launches AS
-        SELECT rank, pid, correlation_id, first_call.tid AS tid, first_call.start_ns AS start_ns,
-               first_call.end_ns AS end_ns, first_call.graph AS is_graph_launch
-        FROM (
-            SELECT rank, pid, correlation_id,
-                   arg_min({'tid': tid, 'start_ns': start_ns, 'end_ns': end_ns,
-                            'graph': contains(name, 'GraphLaunch')}, start_ns) AS first_call
-            FROM api_calls WHERE NOT is_duplicate AND correlation_id IS NOT NULL
-            GROUP BY rank, pid, correlation_id
-        )
-    """)
     return [tuple(r) for r in con.execute("""
         SELECT DISTINCT rank, device_id FROM kernels ORDER BY rank, device_id
     """).fetchall()]
+
+
+def is_prepared(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether ``prepare`` has run on this connection (its temp tables exist)."""
+    return con.execute("""
+        SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'op_names'
+    """).fetchall()[0][0] == 1
 
 
 def _objects(values: list[str]) -> np.ndarray:
@@ -83,57 +98,106 @@ def _objects(values: list[str]) -> np.ndarray:
     return out
 
 
-def _launch_index(pid: np.ndarray, name_code: np.ndarray) -> np.ndarray:
-    """Per op (already in time order), how many earlier ops of the same process share its name."""
-    order = np.lexsort((name_code, pid))  # stable: time order within each (pid, name)
-    key_pid, key_name = pid[order], name_code[order]
-    first = np.ones(order.size, dtype=bool)
-    first[1:] = (key_pid[1:] != key_pid[:-1]) | (key_name[1:] != key_name[:-1])
-    group_start = np.maximum.accumulate(np.where(first, np.arange(order.size), 0))
-    index = np.empty(order.size, dtype=np.int64)
-    index[order] = np.arange(order.size) - group_start
-    return index
-
-
-def load_device_ops(con: duckdb.DuckDBPyConnection, rank: int, device_id: int) -> DeviceOps:
-    """All kernels and memops of one device with class, launch call and per-name launch index."""
-    vocab = con.execute("SELECT name, class FROM op_names ORDER BY code").fetchall()
-    table = con.sql("""
+def ops_sql(where: str = "TRUE") -> str:
+    """SQL of one device's operations ($rank, $device) with their launch call; ``where`` filters the kernel
+    and memop rows (columns start_ns, end_ns) before the launch join. The launch call is the first API call
+    of the operation's (process, correlation id), looked up for the selected operations only."""
+    return f"""
         WITH k AS (
             SELECT k.start_ns, k.end_ns, k.stream_id, n.code, k.pid, k.correlation_id,
                    (k.graph_id IS NOT NULL OR k.graph_node_id IS NOT NULL) AS node_traced
             FROM kernels k JOIN op_names n ON n.name = k.name AND NOT n.is_memop
-            WHERE k.rank = $rank AND k.device_id = $device
+            WHERE k.rank = $rank AND k.device_id = $device AND ({where})
             UNION ALL
             SELECT m.start_ns, m.end_ns, m.stream_id, n.code, m.pid, m.correlation_id, FALSE
             FROM memops m JOIN op_names n ON n.name = m.kind AND n.is_memop
-            WHERE m.rank = $rank AND m.device_id = $device
+            WHERE m.rank = $rank AND m.device_id = $device AND ({where})
+        ),
+        l AS (  -- a grouped arg_min, cheaper than a window sort
+            SELECT pid, correlation_id, first_call.tid AS tid, first_call.start_ns AS start_ns,
+                   first_call.end_ns AS end_ns, first_call.graph AS is_graph_launch
+            FROM (SELECT pid, correlation_id,
+                         arg_min({{'tid': tid, 'start_ns': start_ns, 'end_ns': end_ns,
+                                  'graph': contains(name, 'GraphLaunch')}}, start_ns) AS first_call
+                  FROM api_calls WHERE rank = $rank AND NOT is_duplicate
+                    AND correlation_id IN (SELECT correlation_id FROM k)
+                  GROUP BY pid, correlation_id)
         )
         SELECT k.start_ns, k.end_ns, coalesce(k.stream_id, -1) AS stream_id, k.code,
                coalesce(k.pid, -1) AS pid,
                coalesce(l.tid, -1) AS launch_tid, coalesce(l.start_ns, -1) AS launch_start_ns,
                coalesce(l.end_ns, -1) AS launch_end_ns,
                (k.node_traced OR coalesce(l.is_graph_launch, FALSE)) AS in_graph
-        FROM k LEFT JOIN launches l
-          ON l.rank = $rank AND l.pid = k.pid AND l.correlation_id = k.correlation_id
-    """, params={"rank": rank, "device": device_id}).to_arrow_table()
+        FROM k LEFT JOIN l ON l.pid = k.pid AND l.correlation_id = k.correlation_id
+    """
 
+
+def next_start(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, at_ns: int) -> int | None:
+    """The first operation start at or after ``at_ns`` on the device (None: there is none)."""
+    row = con.execute("""
+        SELECT min(start_ns) FROM (
+            SELECT start_ns FROM kernels WHERE rank = $rank AND device_id = $device AND start_ns >= $at
+            UNION ALL
+            SELECT start_ns FROM memops WHERE rank = $rank AND device_id = $device AND start_ns >= $at)
+    """, {"rank": rank, "device": device_id, "at": at_ns}).fetchall()[0]
+    return None if row[0] is None else int(row[0])
+
+
+def load_ops(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int,
+             lo: int | None = None, hi: int | None = None) -> DeviceOps:
+    """The device's operations that can matter for time range [lo, hi]: those that overlap it (or start
+    in it), and all that start from ``hi`` up to the first start at or after ``hi`` (the operation that
+    ends a gap reaching ``hi``). Without bounds, all of the device's operations."""
+    params = {"rank": rank, "device": device_id}
+    where = "TRUE"
+    if lo is not None and hi is not None:
+        upto = next_start(con, rank, device_id, hi)
+        params |= {"lo": lo, "upto": hi if upto is None else upto}
+        where = "(end_ns > $lo OR start_ns >= $lo) AND start_ns <= $upto"
+    table = con.sql(f"SELECT * FROM ({ops_sql(where)}) ORDER BY {ORDER}", params=params).to_arrow_table()
+    return _device_ops(table, vocab, rank, device_id)
+
+
+def _device_ops(table: pa.Table, vocab: Vocabulary, rank: int, device_id: int) -> DeviceOps:
     def col(name: str, dtype: type) -> np.ndarray:
         return table.column(name).to_numpy().astype(dtype, copy=False)
 
-    start, end = col("start_ns", np.int64), col("end_ns", np.int64)
-    order = np.lexsort((end, start))
-    code = col("code", np.int32)[order]
-    pid = col("pid", np.int64)[order]
-    names = _objects([v[0] for v in vocab])
-    class_names = _objects(sorted({v[1] for v in vocab}))
-    class_index = {c: i for i, c in enumerate(class_names)}
-    cls_code = np.array([class_index[v[1]] for v in vocab], dtype=np.int32)[code]
+    code = col("code", np.int32)
+    cls_code = vocab.cls_of_code[code]
     return DeviceOps(
-        rank=rank, device_id=device_id, start_ns=start[order], end_ns=end[order],
-        stream_id=col("stream_id", np.int64)[order], cls=class_names[cls_code], name=names[code], pid=pid,
-        launch_tid=col("launch_tid", np.int64)[order], launch_start_ns=col("launch_start_ns", np.int64)[order],
-        launch_end_ns=col("launch_end_ns", np.int64)[order], in_graph=col("in_graph", bool)[order],
-        op_index=_launch_index(pid, code), cls_code=cls_code, class_names=class_names, name_code=code,
-        names=names,
+        rank=rank, device_id=device_id, start_ns=col("start_ns", np.int64), end_ns=col("end_ns", np.int64),
+        stream_id=col("stream_id", np.int64), cls=vocab.class_names[cls_code], name=vocab.names[code],
+        pid=col("pid", np.int64), launch_tid=col("launch_tid", np.int64),
+        launch_start_ns=col("launch_start_ns", np.int64), launch_end_ns=col("launch_end_ns", np.int64),
+        in_graph=col("in_graph", bool), op_index=None, cls_code=cls_code, class_names=vocab.class_names,
+        name_code=code, names=vocab.names,
     )
+
+
+def launch_skips(con: duckdb.DuckDBPyConnection, ops: DeviceOps, picked: np.ndarray) -> np.ndarray:
+    """For the ops at indices ``picked``, each the first of its name and process among ops in a window: how
+    many operations of that name and process come before it on the whole device, i.e. ncu's
+    ``--launch-skip``. One pass over the device in SQL. Being first, an op has no tie before it in
+    ``ORDER`` beyond (start, end, stream), so the launch columns need not be read."""
+    if picked.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    probe = pa.table({"i": np.arange(picked.size), "pid": ops.pid[picked], "code": ops.name_code[picked],
+                      "s": ops.start_ns[picked], "e": ops.end_ns[picked], "st": ops.stream_id[picked]})
+    con.register("launch_probe", probe)
+    try:
+        rows = con.execute("""
+            WITH d AS (
+                SELECT k.start_ns, k.end_ns, coalesce(k.stream_id, -1) AS stream_id, n.code, coalesce(k.pid, -1) AS pid
+                FROM kernels k JOIN op_names n ON n.name = k.name AND NOT n.is_memop
+                WHERE k.rank = $rank AND k.device_id = $device
+                UNION ALL
+                SELECT m.start_ns, m.end_ns, coalesce(m.stream_id, -1), n.code, coalesce(m.pid, -1)
+                FROM memops m JOIN op_names n ON n.name = m.kind AND n.is_memop
+                WHERE m.rank = $rank AND m.device_id = $device)
+            SELECT p.i, count(d.start_ns) FROM launch_probe p
+            LEFT JOIN d ON d.pid = p.pid AND d.code = p.code AND (d.start_ns, d.end_ns, d.stream_id) < (p.s, p.e, p.st)
+            GROUP BY p.i ORDER BY p.i
+        """, {"rank": ops.rank, "device": ops.device_id}).fetchall()
+    finally:
+        con.unregister("launch_probe")
+    return np.array([r[1] for r in rows], dtype=np.int64)

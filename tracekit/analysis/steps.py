@@ -1,22 +1,27 @@
-"""Step windows on one device's GPU timeline.
+"""Step windows on one device's GPU timeline, found in SQL without reading the operations into memory.
 
 Sources, in order: a user regex over range names (``--step``), ``ProfilerStep#N`` annotations, CUDA/HIP
 graph launches, else the whole capture as one window. A host-side step range is projected onto the
 GPU through the launch calls it contains: step i starts where its first GPU operation starts and
 lasts until step i+1's first operation starts (the last step ends with its last operation), so the
 idle time between steps is charged to the step before it, as a time-per-output-token measurement
-would charge it.
+would charge it. A launch belongs to the latest-starting step range at or before it, if that range
+(same process) is still open at the launch.
+
+The database returns one row per step (first start, last end); only the window list is kept. The
+device is scanned in time chunks of about ``max_rows`` operations (evenly spread), so that the launch
+lookup and the per-step groups of one query stay bounded too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 
-from tracekit.analysis.ops import DeviceOps
+from tracekit.analysis.ops import ops_sql
 from tracekit.errors import InputError
 
 PROFILER_STEP_REGEX = r"^ProfilerStep#\d+$"
@@ -44,13 +49,53 @@ class StepSource:
     detail: str
 
 
+@dataclass(frozen=True)
+class DeviceExtent:
+    """How many operations a device has, and the span they cover."""
+
+    n_ops: int
+    start_ns: int
+    end_ns: int
+
+
+def device_extent(con: duckdb.DuckDBPyConnection, rank: int, device_id: int) -> DeviceExtent:
+    row = con.execute("""
+        SELECT count(*), min(start_ns), max(end_ns) FROM (
+            SELECT start_ns, end_ns FROM kernels WHERE rank = $rank AND device_id = $device
+            UNION ALL SELECT start_ns, end_ns FROM memops WHERE rank = $rank AND device_id = $device)
+    """, {"rank": rank, "device": device_id}).fetchall()[0]
+    return DeviceExtent(int(row[0]), int(row[1] or 0), int(row[2] or 0))
+
+
 def step_ranges(con: duckdb.DuckDBPyConnection, rank: int, regex: str) -> list[tuple[int, int, int, str]]:
     """Host ranges of ``rank`` whose name matches ``regex``: (pid, start_ns, end_ns, name), by start."""
     return [tuple(r) for r in con.execute("""
         SELECT pid, start_ns, coalesce(end_ns, start_ns), name FROM ranges
         WHERE rank = ? AND source IN ('nvtx', 'user_annotation') AND regexp_matches(name, ?)
-        ORDER BY start_ns
+        ORDER BY start_ns, coalesce(end_ns, start_ns), pid, name
     """, [rank, regex]).fetchall()]
+
+
+def _chunks(extent: DeviceExtent, max_rows: int) -> list[tuple[int, int]]:
+    """Spans [a, b) of operation starts covering the device, each about ``max_rows`` operations if spread evenly."""
+    n = max(1, -(-extent.n_ops // max(max_rows, 1)))
+    span = extent.end_ns + 1 - extent.start_ns
+    edges = sorted({extent.start_ns + span * k // n for k in range(n + 1)})
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+def _grouped(con: duckdb.DuckDBPyConnection, sql: str, rank: int, device_id: int,
+             chunks: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """(key, first start, last end) per key over all chunks; ``sql`` groups one chunk's ops ($a <= start < $b)."""
+    merged: dict[int, tuple[int, int]] = {}
+    for a, b in chunks:
+        for key, first, last in con.execute(sql, {"rank": rank, "device": device_id, "a": a, "b": b}).fetchall():
+            old = merged.get(key)
+            merged[key] = (first, last) if old is None else (min(old[0], first), max(old[1], last))
+    return [(k, *merged[k]) for k in sorted(merged)]
+
+
+CHUNK = "start_ns >= $a AND start_ns < $b"
 
 
 def _tile(starts: np.ndarray, last_end: int, labels: list[str]) -> list[StepWindow]:
@@ -62,61 +107,102 @@ def _tile(starts: np.ndarray, last_end: int, labels: list[str]) -> list[StepWind
             if b > a]
 
 
-def _project(ops: DeviceOps, ranges: list[tuple[int, int, int, str]]) -> list[StepWindow]:
+def _from_groups(rows: list[tuple[int, int, int]], label: dict[int, str]) -> list[StepWindow]:
+    """Tile windows from (group key, first start, last end) rows in key order; the last group ends the last."""
+    if not rows:
+        return []
+    first = np.array([r[1] for r in rows], dtype=np.int64)
+    return _tile(first, int(rows[-1][2]), [label[r[0]] for r in rows])
+
+
+def _project(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, chunks: list[tuple[int, int]],
+             ranges: list[tuple[int, int, int, str]]) -> list[StepWindow]:
     """Project host ranges onto the device through the launches each contains."""
     if not ranges:
         return []
-    r_pid = np.array([r[0] for r in ranges], dtype=np.int64)
-    r_start = np.array([r[1] for r in ranges], dtype=np.int64)
-    r_end = np.array([r[2] for r in ranges], dtype=np.int64)
-    has_launch = ops.launch_start_ns >= 0
-    idx = np.searchsorted(r_start, ops.launch_start_ns, side="right") - 1
-    valid = has_launch & (idx >= 0)
-    safe = np.maximum(idx, 0)
-    valid &= (ops.launch_start_ns <= r_end[safe]) & (ops.pid == r_pid[safe])
-    if not valid.any():
-        return []
-    return _windows_from_groups(idx[valid], ops.start_ns[valid], ops.end_ns[valid],
-                                lambda g: ranges[g][3])
+    # Of ranges starting at the same time the last (in order) is the latest-starting one.
+    latest = {start: i for i, (_, start, _, _) in enumerate(ranges)}
+    keep = sorted(latest.values())
+    table = pa.table({"i": np.array(keep, dtype=np.int64),
+                      "pid": np.array([ranges[i][0] for i in keep], dtype=np.int64),
+                      "r_start": np.array([ranges[i][1] for i in keep], dtype=np.int64),
+                      "r_end": np.array([ranges[i][2] for i in keep], dtype=np.int64)})
+    con.register("step_range_list", table)
+    try:  # the range is found on start alone, then checked (its end, its process) against a second copy
+        rows = _grouped(con, f"""
+            WITH o AS (SELECT start_ns, end_ns, pid, launch_start_ns FROM ({ops_sql(CHUNK)})
+                       WHERE launch_start_ns >= 0),
+                 m AS (SELECT o.*, r.i FROM o ASOF JOIN step_range_list r ON o.launch_start_ns >= r.r_start)
+            SELECT m.i, min(m.start_ns), max(m.end_ns) FROM m JOIN step_range_list c ON c.i = m.i
+            WHERE m.launch_start_ns <= c.r_end AND m.pid = c.pid
+            GROUP BY m.i
+        """, rank, device_id, chunks)
+    finally:
+        con.unregister("step_range_list")
+    return _from_groups(rows, {i: ranges[i][3] for i in keep})
 
 
-def _windows_from_groups(group: np.ndarray, start: np.ndarray, end: np.ndarray,
-                         label: Callable[[int], str]) -> list[StepWindow]:
-    """Tile windows from the first start of each group of operations; the last group ends at its last end."""
-    keys, inverse = np.unique(group, return_inverse=True)
-    first = np.full(keys.size, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, inverse, start)
-    last_end = int(end[inverse == keys.size - 1].max())
-    return _tile(first, last_end, [label(int(k)) for k in keys])
-
-
-def _graph_steps(ops: DeviceOps) -> list[StepWindow]:
+def _graph_steps(con: duckdb.DuckDBPyConnection, rank: int, device_id: int,
+                 chunks: list[tuple[int, int]]) -> list[StepWindow]:
     """One step per graph launch (the kernels that share one launch call)."""
-    graph = ops.in_graph & (ops.launch_start_ns >= 0)
-    if not graph.any():
-        return []
-    launch = ops.launch_start_ns[graph]
-    order = {int(v): i for i, v in enumerate(np.unique(launch))}
-    return _windows_from_groups(launch, ops.start_ns[graph], ops.end_ns[graph],
-                                lambda k: f"graph launch {order[k]}")
+    rows = _grouped(con, f"""
+        SELECT launch_start_ns, min(start_ns), max(end_ns) FROM ({ops_sql(CHUNK)})
+        WHERE in_graph AND launch_start_ns >= 0 GROUP BY launch_start_ns
+    """, rank, device_id, chunks)
+    return _from_groups(rows, {r[0]: f"graph launch {k}" for k, r in enumerate(rows)})
 
 
-def find_steps(con: duckdb.DuckDBPyConnection, ops: DeviceOps, step_regex: str | None) -> tuple[
-        list[StepWindow], StepSource]:
-    """The step windows of one device, and how they were found."""
-    if len(ops) == 0:
+def find_steps(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, extent: DeviceExtent,
+               step_regex: str | None, max_rows: int) -> tuple[list[StepWindow], StepSource]:
+    """The step windows of one device, and how they were found (reading about ``max_rows`` ops at a time)."""
+    if extent.n_ops == 0:
         return [], StepSource("whole_capture", "no GPU operations")
+    chunks = _chunks(extent, max_rows)
     if step_regex:
-        windows = _project(ops, step_ranges(con, ops.rank, step_regex))
+        windows = _project(con, rank, device_id, chunks, step_ranges(con, rank, step_regex))
         if not windows:
-            raise InputError(f"--step {step_regex!r}: no range on rank {ops.rank} matches it and contains "
+            raise InputError(f"--step {step_regex!r}: no range on rank {rank} matches it and contains "
                              "a kernel launch")
         return windows, StepSource("regex", step_regex)
-    windows = _project(ops, step_ranges(con, ops.rank, PROFILER_STEP_REGEX))
+    windows = _project(con, rank, device_id, chunks, step_ranges(con, rank, PROFILER_STEP_REGEX))
     if windows:
         return windows, StepSource("profiler_step", "ProfilerStep#N annotations")
-    windows = _graph_steps(ops)
+    windows = _graph_steps(con, rank, device_id, chunks)
     if windows:
         return windows, StepSource("graph_launch", "one step per CUDA/HIP graph launch")
-    whole = StepWindow(0, "whole capture", int(ops.start_ns.min()), int(ops.end_ns.max()))
+    whole = StepWindow(0, "whole capture", extent.start_ns, extent.end_ns)
     return [whole], StepSource("whole_capture", "no step markers: the whole capture is one window")
+
+
+def batches(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, extent: DeviceExtent,
+            windows: list[StepWindow], max_rows: int) -> list[list[StepWindow]]:
+    """Consecutive windows grouped so that the operations starting in each group stay within ``max_rows``
+    (a window with more operations forms a group of its own); counted in the database."""
+    if not windows:
+        return []
+    starts = pa.table({"w": np.arange(len(windows)), "lo": np.array([w.start_ns for w in windows], dtype=np.int64)})
+    counts = np.zeros(len(windows), dtype=np.int64)
+    con.register("step_window_starts", starts)
+    try:
+        for a, b in _chunks(extent, max_rows):
+            rows = con.execute(f"""
+                WITH o AS (SELECT start_ns FROM kernels WHERE rank = $rank AND device_id = $device AND {CHUNK}
+                           UNION ALL
+                           SELECT start_ns FROM memops WHERE rank = $rank AND device_id = $device AND {CHUNK})
+                SELECT w.w, count(*) FROM o ASOF JOIN step_window_starts w ON o.start_ns >= w.lo
+                WHERE o.start_ns < $hi GROUP BY w.w
+            """, {"rank": rank, "device": device_id, "a": a, "b": b, "hi": windows[-1].end_ns}).fetchall()
+            for w, n in rows:
+                counts[w] += n
+    finally:
+        con.unregister("step_window_starts")
+    groups: list[list[StepWindow]] = []
+    rows_in_group = 0
+    for w, n in zip(windows, counts.tolist(), strict=True):
+        if groups and rows_in_group + n <= max_rows:
+            groups[-1].append(w)
+            rows_in_group += n
+        else:
+            groups.append([w])
+            rows_in_group = n
+    return groups

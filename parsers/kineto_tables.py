@@ -1,0 +1,195 @@
+"""Kineto events to the store's event tables: one Arrow table per destination and chunk, appended by SQL.
+
+Columns are built with C-level passes over the decoded structs (``map(attrgetter(...))``) and Arrow
+compute, not a Python loop per event; kernel short names are worked out once per distinct name. The
+mapping itself is documented in ``docs/kineto.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from operator import attrgetter
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from tracekit.parsers.kineto_events import (
+    DRIVER,
+    EMPTY_ARGS,
+    GPU_KINDS,
+    GPU_USER_ANNOTATION,
+    RANGE_SOURCES,
+    USER_ANNOTATION,
+    Event,
+    as_int,
+)
+from tracekit.parsers.kineto_times import start_end_ns, texts
+
+# Rows appended per INSERT: DuckDB appends far faster in large batches than per 100k-event chunk.
+FLUSH_ROWS = 500_000
+_TIMES = "s + $base, e + $base, e - s"
+_READABLE = "s IS NOT NULL AND e IS NOT NULL"
+_INSERT_SQL: dict[str, str] = {
+    "kernels": f"""
+        INSERT INTO kernels (rank, device_id, stream_id, start_ns, end_ns, dur_ns, name, short_name,
+            correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z)
+        SELECT $rank, device, stream, {_TIMES}, name, short_name, correlation,
+            grid_x, grid_y, grid_z, block_x, block_y, block_z
+        FROM _chunk WHERE kind = 'kernel' AND {_READABLE}
+    """,
+    "memops": f"""
+        INSERT INTO memops (rank, device_id, stream_id, start_ns, end_ns, dur_ns, kind, copy_kind, bytes,
+            correlation_id)
+        SELECT $rank, device, stream, {_TIMES}, kind,
+            nullif(regexp_extract(name, '^Memcpy (\\w+)', 1), ''), nbytes, correlation
+        FROM _chunk WHERE kind <> 'kernel' AND {_READABLE}
+    """,
+    "api_calls": f"""
+        INSERT INTO api_calls (rank, pid, tid, start_ns, end_ns, dur_ns, name, raw_name, api, correlation_id,
+            is_duplicate)
+        SELECT $rank, pid, tid, {_TIMES}, name, name, api, correlation, false
+        FROM _chunk WHERE {_READABLE}
+    """,
+    "ranges": f"""
+        INSERT INTO ranges (rank, pid, tid, start_ns, end_ns, dur_ns, name, domain, source, style, end_tid,
+            device_id, stream_id)
+        SELECT $rank, pid, tid, {_TIMES}, name, NULL, source, 'PushPop', tid, device, stream
+        FROM _chunk WHERE {_READABLE}
+    """,
+}
+_PROFILER_STEP = r"^ProfilerStep#\d+\n?$"  # 2021 files record ProfilerStep#N as an Operator
+# Unqualified kernel name: drop "void ", anonymous namespaces, template arguments and parameters.
+_BARE_NAME = re.compile(r"(?:void )?([^<(]*)")
+_QUALIFIER = re.compile(r"^.*::")
+
+
+def short_name(name: str) -> str:
+    """``void ns::(anonymous namespace)::gemm<float>(float*)`` -> ``gemm``; the name itself if that is empty."""
+    bare = _BARE_NAME.match(name.replace("(anonymous namespace)::", ""))
+    return (_QUALIFIER.sub("", bare.group(1), count=1) if bare else "") or name
+
+
+class TableWriter:
+    """Appends one file's events to the store tables of ``con``; keeps the per-file facts it meets."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, rank: int | None, base_ns: int,
+                 skipped: Counter[str]) -> None:
+        self.con, self.params = con, {"rank": rank, "base": base_ns}
+        self.skipped = skipped  # the reader's per-category counts of what was not loaded
+        self.hip_api = False
+        self._short_names: dict[str, str] = {}
+        self._queued: dict[tuple[tuple[str, ...], str], list[pa.Table]] = {}
+
+    def gpu(self, events: Sequence[Event], codes: np.ndarray) -> None:
+        """Kernels, memcpy and memset (``codes``: KERNEL | MEMCPY | MEMSET per event)."""
+        args = _args(events)
+        names = _strings(events, "name")
+        columns = {
+            "kind": pc.take(pa.array([GPU_KINDS.get(c) for c in range(max(GPU_KINDS) + 1)]), codes),
+            "name": names, "short_name": self._short(names),
+            # Device and stream from args, else from pid/tid (2021's "stream 7").
+            "device": _or_id(_ints(args, "device"), events, "pid"),
+            "stream": _or_id(_ints(args, "stream"), events, "tid"),
+            "correlation": _ints(args, "correlation"), "nbytes": _ints(args, "nbytes"),
+        }
+        for dims in ("grid", "block"):
+            triples = pa.array(list(map(attrgetter(dims), args)), pa.list_(pa.int64(), 3))
+            for index, axis in enumerate("xyz"):
+                columns[f"{dims}_{axis}"] = pc.list_element(triples, index)
+        self._insert(("kernels", "memops"), "gpu", events, columns)
+
+    def api(self, events: Sequence[Event], codes: np.ndarray) -> None:
+        """Runtime and driver calls (``codes``: RUNTIME | DRIVER); ``cu*`` names are driver calls too."""
+        names = _strings(events, "name")
+        driver = pc.or_(pa.array(codes == DRIVER),
+                        pc.and_not(pc.starts_with(names, "cu"), pc.starts_with(names, "cuda")))
+        self.hip_api = self.hip_api or pc.any(pc.starts_with(names, "hip")).as_py()
+        columns = {
+            "name": names, "api": pc.if_else(driver, "driver", "runtime"),
+            "pid": _ints(events, "pid"), "tid": _ints(events, "tid"),
+            "correlation": _ints(_args(events), "correlation"),
+        }
+        self._insert(("api_calls",), "api", events, columns)
+
+    def ranges(self, events: Sequence[Event], codes: np.ndarray) -> None:
+        """Annotations, cpu ops and python functions (``codes``: USER_ANNOTATION ... PYTHON_FUNCTION)."""
+        names = _strings(events, "name")
+        sources = pc.take(pa.array([RANGE_SOURCES.get(c) for c in range(max(RANGE_SOURCES) + 1)]), codes)
+        step = pc.and_(pc.equal(sources, "cpu_op"), pc.match_substring_regex(names, _PROFILER_STEP))
+        sources = pc.if_else(step, RANGE_SOURCES[USER_ANNOTATION], sources)
+        gpu_side = pa.array(codes == GPU_USER_ANNOTATION)
+        host_side = pc.invert(gpu_side)
+        args = _args(events)
+        pids, tids = _ints(events, "pid"), _ints(events, "tid")
+        # A GPU-side annotation has no host thread: its pid is set to the launching process at the end.
+        columns = {
+            "name": names, "source": sources,
+            "pid": pc.if_else(host_side, pids, None), "tid": pc.if_else(host_side, tids, None),
+            "device": pc.if_else(gpu_side, pc.coalesce(_ints(args, "device"), pids), None),
+            "stream": pc.if_else(gpu_side, pc.coalesce(_ints(args, "stream"), tids), None),
+        }
+        self._insert(("ranges",), "range", events, columns)
+
+    def _short(self, names: pa.StringArray) -> pa.Array:
+        """Short names, each distinct name worked out once per file."""
+        encoded = pc.dictionary_encode(names)
+        cache = self._short_names
+        shorts = [cache.get(n) or cache.setdefault(n, short_name(n)) for n in encoded.dictionary.to_pylist()]
+        return pc.take(pa.array(shorts, pa.string()), encoded.indices)
+
+    def _insert(self, tables: tuple[str, ...], destination: str, events: Sequence[Event],
+                columns: dict[str, pa.Array]) -> None:
+        """Add the exact times and queue the chunk; append to ``tables`` once enough rows are queued."""
+        columns["s"], columns["e"] = start_end_ns(_texts(events, "ts"), _texts(events, "dur"))
+        queue = self._queued.setdefault((tables, destination), [])
+        queue.append(pa.table(columns))
+        if sum(map(len, queue)) >= FLUSH_ROWS:
+            self._flush(tables, destination)
+
+    def flush(self) -> None:
+        """Append every queued row (call once after the last chunk)."""
+        for tables, destination in list(self._queued):
+            self._flush(tables, destination)
+
+    def _flush(self, tables: tuple[str, ...], destination: str) -> None:
+        """One INSERT per table for the queued chunks; count rows dropped for unreadable times."""
+        chunk = pa.concat_tables(self._queued.pop((tables, destination)), promote_options="default")
+        self.con.register("_chunk", chunk)
+        try:
+            inserted = sum(self.con.execute(_INSERT_SQL[t], self.params).fetchone()[0] for t in tables)
+        finally:
+            self.con.unregister("_chunk")
+        if inserted < len(chunk):
+            self.skipped[f"(no readable ts/dur: {destination})"] += len(chunk) - inserted
+
+
+def _args(events: Sequence[Event]) -> list:
+    """Each event's args struct (an empty one where the event has none)."""
+    args = list(map(attrgetter("args"), events))
+    return [a or EMPTY_ARGS for a in args] if None in args else args
+
+
+def _strings(events: Sequence[Event], field: str) -> pa.LargeStringArray:
+    """A text field as an Arrow column (large_string: Arrow builds it about twice as fast as string)."""
+    return pa.array(list(map(attrgetter(field), events)), pa.large_string())
+
+
+def _texts(events: Sequence[Event], field: str) -> pa.StringArray:
+    return texts(list(map(attrgetter(field), events)))
+
+
+def _or_id(column: pa.Int64Array, events: Sequence[Event], field: str) -> pa.Int64Array:
+    """``column``, its NULLs filled from the events' ``pid``/``tid`` (read only when there are NULLs)."""
+    return pc.coalesce(column, _ints(events, field)) if column.null_count else column
+
+
+def _ints(items: Sequence[object], field: str) -> pa.Int64Array:
+    """An integer field as int64; ids given as strings ("7", "stream 7") parse, other values are NULL."""
+    values = list(map(attrgetter(field), items))
+    try:
+        return pa.array(values, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([as_int(v) for v in values], pa.int64())

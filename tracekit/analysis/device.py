@@ -1,0 +1,200 @@
+"""The per-device part of `tracekit analyze`, in bounded memory: steps read from the store a batch at a time.
+
+Step windows come from the database (``steps.find_steps``); the operations and the host activity are then
+read for a few consecutive steps at a time (at most ``AnalyzeOptions.batch_rows`` operations starting in
+the batch, plus those that overlap it from before), each step is accounted and its gaps attributed, and only
+small per-step summaries are kept. What the report needs beyond the summaries is reduced here too: kernel
+time per name, this device's costliest gap findings (re-read around each gap), and the ncu launch of
+each kernel in the device's median step. Memory grows with one batch, not with the trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import numpy as np
+
+from tracekit import intervals as iv
+from tracekit.analysis.accounting import StepAccount, account_step
+from tracekit.analysis.gaps import HostActivity, attribute_gaps, gap_context
+from tracekit.analysis.ops import DeviceOps, Vocabulary, launch_skips, load_ops
+from tracekit.analysis.steps import (
+    PROFILER_STEP_REGEX,
+    DeviceExtent,
+    StepSource,
+    StepWindow,
+    batches,
+    device_extent,
+    find_steps,
+)
+from tracekit.errors import InputError
+
+if TYPE_CHECKING:
+    from tracekit.analysis.analyze import AnalyzeOptions
+
+
+@dataclass
+class DeviceAnalysis:
+    """One device: how its steps were found, each analysed step's summary, and the reductions the report
+    needs. It holds no per-operation data (``Analysis.step_detail`` re-reads a step's operations)."""
+
+    rank: int
+    device_id: int
+    extent: DeviceExtent
+    classes: tuple[str, ...]  # classes of all the device's operations
+    source: StepSource
+    accounts: list[StepAccount]  # summaries, in step order
+    causes: list[dict[str, int]]  # gap ns by cause, per step
+    kernel_ns: dict[tuple[str, str], int]  # (class, name): time of its ops in the analysed steps
+    median_launches: dict[tuple[str, str], tuple[int, bool]]  # (class, name): (ncu launch skip, in graph)
+    top_gaps: list[dict[str, Any]]  # this device's costliest gap findings, costliest first
+
+    @property
+    def n_ops(self) -> int:
+        return self.extent.n_ops
+
+    @property
+    def first_start_ns(self) -> int:
+        return self.extent.start_ns
+
+
+def step_marker(opts: AnalyzeOptions) -> str:
+    """The regex of the ranges that mark steps (they do not count as busy host time)."""
+    return opts.step_regex or PROFILER_STEP_REGEX
+
+
+def _device_classes(con: duckdb.DuckDBPyConnection, rank: int, device_id: int) -> tuple[str, ...]:
+    rows = con.execute("""
+        SELECT n.class FROM kernels k JOIN op_names n ON n.name = k.name AND NOT n.is_memop
+        WHERE k.rank = $rank AND k.device_id = $device
+        UNION SELECT kind FROM memops WHERE rank = $rank AND device_id = $device AND kind IS NOT NULL
+    """, {"rank": rank, "device": device_id}).fetchall()
+    return tuple(sorted(str(r[0]) for r in rows))
+
+
+class _KernelTime:
+    """Time per op name over the analysed steps (an op overlapping two steps counts in both), and the order
+    in which names first appear (it orders the findings built from it)."""
+
+    def __init__(self, n_names: int) -> None:
+        self.ns = np.zeros(n_names, dtype=np.int64)
+        self.first_seen = np.full(n_names, np.iinfo(np.int64).max, dtype=np.int64)
+        self.seen = 0
+
+    def add(self, code: np.ndarray, dur_ns: np.ndarray) -> None:
+        self.ns += np.bincount(code, weights=dur_ns, minlength=self.ns.size).astype(np.int64)
+        names, first = np.unique(code, return_index=True)
+        new = self.first_seen[names] == np.iinfo(np.int64).max
+        self.first_seen[names[new]] = self.seen + first[new]
+        self.seen += code.size
+
+    def codes_in_order(self) -> list[int]:
+        seen = np.flatnonzero(self.first_seen != np.iinfo(np.int64).max)
+        return seen[np.argsort(self.first_seen[seen], kind="stable")].tolist()
+
+
+class _GapGroups:
+    """Gaps before the same kernel collapsed into one finding: occurrences, total and the longest instance."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, dict[str, Any]] = {}
+
+    def add(self, acc: StepAccount, ops: DeviceOps, next_op: np.ndarray) -> None:
+        gaps = acc.gaps
+        for g0, g1, j in zip(gaps.starts.tolist(), gaps.ends.tolist(), next_op.tolist(), strict=True):
+            g = self.groups.setdefault(str(ops.name[j]) if j >= 0 else "",
+                                       {"occurrences": 0, "total_ns": 0, "longest": (0, 0, 0, "")})
+            g["occurrences"] += 1
+            g["total_ns"] += g1 - g0
+            if g1 - g0 > g["longest"][0]:
+                g["longest"] = (g1 - g0, g0, g1, acc.window.label)
+
+    def top(self, con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int, marker: str,
+            limit: int) -> list[dict[str, Any]]:
+        """The ``limit`` costliest findings, each shown by its longest gap with its causes (re-read around
+        that gap) and what the launching host thread was doing."""
+        out = []
+        for name, g in sorted(self.groups.items(), key=lambda kv: -kv[1]["total_ns"])[:limit]:
+            length, g0, g1, label = g["longest"]
+            ops = load_ops(con, vocab, rank, device_id, g0, g1)
+            host = HostActivity.load(con, rank, marker, g0, g1)
+            by_cause, nxt = attribute_gaps(iv.Intervals(np.array([g0]), np.array([g1])), ops, host)
+            j = int(nxt[0])
+            entry: dict[str, Any] = {
+                "rank": rank, "device": device_id, "next_kernel": name or None, "occurrences": g["occurrences"],
+                "total_ns": g["total_ns"], "step": label, "start_ns": g0, "dur_ns": length, "by_cause": by_cause,
+                "cause": max(by_cause, key=lambda c: by_cause[c]),
+            }
+            if j >= 0 and ops.launch_tid[j] >= 0:
+                entry["host"] = gap_context(con, rank, int(ops.pid[j]), int(ops.launch_tid[j]), g0)
+            out.append(entry)
+        return out
+
+
+def _median_launches(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int,
+                     accounts: list[StepAccount]) -> dict[tuple[str, str], tuple[int, bool]]:
+    """Per (class, kernel name) in the device's median step: its first launch there, as ncu's launch skip
+    (earlier launches of that name in the process) and whether it ran in a graph."""
+    if not accounts:
+        return {}
+    w = sorted(accounts, key=lambda a: a.dur_ns)[len(accounts) // 2].window
+    ops = load_ops(con, vocab, rank, device_id, w.start_ns, w.end_ns)
+    inside = np.flatnonzero((ops.start_ns < w.end_ns) & (ops.end_ns > w.start_ns))
+    first: dict[tuple[str, str], int] = {}
+    for i in inside.tolist():
+        first.setdefault((str(ops.cls[i]), str(ops.name[i])), i)
+    picked = np.array(list(first.values()), dtype=np.int64)
+    skips = launch_skips(con, ops, picked)
+    return {key: (int(s), bool(ops.in_graph[i])) for (key, i), s in zip(first.items(), skips.tolist(), strict=True)}
+
+
+def analyze_device(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int,
+                   opts: AnalyzeOptions, communication: frozenset[str]) -> DeviceAnalysis:
+    """Steps of one device, each accounted a batch of steps at a time, reduced to summaries."""
+    extent = device_extent(con, rank, device_id)
+    windows, source = find_steps(con, rank, device_id, extent, opts.step_regex, opts.batch_rows)
+    if opts.skip_steps:
+        if opts.skip_steps >= len(windows):
+            raise InputError(f"--skip-steps {opts.skip_steps}: rank {rank} device {device_id} has only "
+                             f"{len(windows)} steps")
+        windows = windows[opts.skip_steps:]
+    marker = step_marker(opts)
+    accounts: list[StepAccount] = []
+    causes: list[dict[str, int]] = []
+    kernels = _KernelTime(len(vocab.names))
+    gap_groups = _GapGroups()
+    for group in batches(con, rank, device_id, extent, windows, opts.batch_rows):
+        accounts_b, causes_b = _analyze_batch(con, vocab, rank, device_id, group, marker, communication,
+                                              kernels, gap_groups)
+        accounts += accounts_b
+        causes += causes_b
+    kernel_ns = {(str(vocab.class_names[vocab.cls_of_code[c]]), str(vocab.names[c])): int(kernels.ns[c])
+                 for c in kernels.codes_in_order()}
+    return DeviceAnalysis(
+        rank=rank, device_id=device_id, extent=extent, classes=_device_classes(con, rank, device_id),
+        source=source, accounts=accounts, causes=causes, kernel_ns=kernel_ns,
+        median_launches=_median_launches(con, vocab, rank, device_id, accounts),
+        top_gaps=gap_groups.top(con, vocab, rank, device_id, marker, opts.top_gaps),
+    )
+
+
+def _analyze_batch(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int,
+                   group: list[StepWindow], marker: str, communication: frozenset[str], kernels: _KernelTime,
+                   gap_groups: _GapGroups) -> tuple[list[StepAccount], list[dict[str, int]]]:
+    """Account a batch of consecutive steps on their operations and host activity, read for the batch alone;
+    kernel time per name is added into ``kernels``, gaps into ``gap_groups``."""
+    lo, hi = group[0].start_ns, group[-1].end_ns
+    ops = load_ops(con, vocab, rank, device_id, lo, hi)
+    host = HostActivity.load(con, rank, marker, lo, hi)
+    accounts, causes = [], []
+    for w in group:
+        acc = account_step(ops, w, communication)
+        by_cause, next_op = attribute_gaps(acc.gaps, ops, host)
+        idx = acc.ops_in_window
+        kernels.add(ops.name_code[idx], ops.end_ns[idx] - ops.start_ns[idx])
+        gap_groups.add(acc, ops, next_op)
+        accounts.append(acc.summary())
+        causes.append(by_cause)
+    return accounts, causes
