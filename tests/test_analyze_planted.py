@@ -123,3 +123,13 @@ def test_slowest_rank_is_named_across_files(tmp_path: Path, fmt: str) -> None:
     assert steps["slowest_rank"] == 1 and steps["count"] == 2 * slow_truth.steps
     assert close(steps["per_rank_p50_ns"]["1"], slow_truth.step_ns)
     assert steps["straggler_ratio"] > 1.0
+
+
+def test_capture_on_other_gpu_than_the_config_is_inconclusive(tmp_path: Path) -> None:
+    spec, _ = decode_capture(budgets(), slow_class="attn_core")  # recorded on an "NVIDIA H20"
+    path = write(spec, tmp_path, "nsys")
+    code, report = analyze_json(path, "--config", CONFIG, "--set", "hardware=h200", "--gate")
+    assert report["verdict"] == "inconclusive" and code == 12
+    assert any("NVIDIA H20" in r and "h200" in r for r in report["reasons"])
+    _, report = analyze_json(path, "--config", CONFIG)
+    assert report["verdict"] == "kernel" and report["floor"]["hardware"] == "h20"

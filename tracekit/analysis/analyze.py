@@ -5,10 +5,12 @@ The result is the ``tracekit.report/v1`` document (see docs/report-schema.md); r
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+import duckdb
 import numpy as np
 
 from tracekit.analysis.accounting import StepAccount
@@ -70,12 +72,21 @@ def _floor_section(opts: AnalyzeOptions, step_p50: int) -> tuple[dict[str, Any] 
     result = floor.compute_floor(cfg)
     placement = floor.place_measured(result, step_p50, opts.threshold) if step_p50 > 0 else None
     section = {
-        "t_opt_ns": result.t_opt_ns, "t_sum_ns": result.t_sum_ns, "binding": result.binding,
+        "hardware": cfg.hardware.key, "t_opt_ns": result.t_opt_ns, "t_sum_ns": result.t_sum_ns,
+        "binding": result.binding,
         "resource_ns": result.resource_ns, "peak_kind": result.peak_kind,
         "residual_ratio": placement.residual_ratio if placement else None,
         "position": placement.position if placement else None,
     }
     return section, result, cfg.settings()
+
+
+def _hardware_mismatch(con: duckdb.DuckDBPyConnection, hardware_key: str) -> str | None:
+    """The capture's GPU names that are not the config's hardware (matched as a whole word of the name,
+    so an H200 is not taken for an H20); None when they match or the capture names no GPU."""
+    names = [r[0] for r in con.execute("SELECT DISTINCT name FROM devices WHERE coalesce(name, '') <> ''").fetchall()]
+    other = sorted(n for n in names if hardware_key.lower() not in re.split(r"[^a-z0-9]+", n.lower()))
+    return ", ".join(other) if other else None
 
 
 @dataclass
@@ -156,7 +167,9 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     budgets = class_budgets(floor_result.parts, rules) if floor_result is not None else {}
     classes = _classes(accounts, results, rules.communication, budgets, opts, step_p50)
 
-    verdict, reasons = _verdict(opts, results, caveats, floor_section, host_gaps, exposed_comm, classes, step_p50)
+    mismatch = _hardware_mismatch(con, floor_section["hardware"]) if floor_section else None
+    verdict, reasons = _verdict(opts, results, caveats, floor_section, host_gaps, exposed_comm, classes, step_p50,
+                                mismatch)
     targets = ncu_targets(con, results, classes, opts.max_targets) if verdict == "kernel" else []
     per_rank = defaultdict(list)
     for a in accounts:
@@ -226,7 +239,8 @@ def _classes(accounts: list[StepAccount], results: list[DeviceAnalysis], communi
 
 
 def _verdict(opts: AnalyzeOptions, results: list[DeviceAnalysis], caveats: list, floor_section: dict | None,
-             host_gaps: dict, exposed_comm: dict, classes: list[dict], step_p50: int) -> tuple[str, list[str]]:
+             host_gaps: dict, exposed_comm: dict, classes: list[dict], step_p50: int,
+             hardware_mismatch: str | None) -> tuple[str, list[str]]:
     reasons: list[str] = []
     blocking = [c.text for c in caveats if c.kind == "graph_whole"]
     if blocking:
@@ -240,6 +254,9 @@ def _verdict(opts: AnalyzeOptions, results: list[DeviceAnalysis], caveats: list,
         reasons.append("no --config: host gaps and exposed communication are answered, but class budgets and "
                        "the floor need a config")
         return "inconclusive", reasons
+    if hardware_mismatch:
+        reasons.append(f"the capture ran on {hardware_mismatch} but --config {opts.config} describes "
+                       f"{floor_section['hardware']}: use a config for that GPU or --set hardware=...")
     if reasons:
         return "inconclusive", reasons
     ratio = floor_section["residual_ratio"]
