@@ -17,7 +17,7 @@ from .roofline import compute_floor
 
 SECONDS_PER_YEAR = 365.25 * 86400
 #: what a token is, per floor phase
-TOKEN_KINDS = {"decode": "output tokens served", "prefill": "prompt tokens processed"}
+TOKEN_KINDS = {"decode": "output tokens served", "prefill": "prompt tokens processed", "training": "tokens trained"}
 #: bandwidth factors of the sensitivity table; HBM stacks go one down and one up
 BANDWIDTH_FACTORS = (0.5, 2.0)
 
@@ -102,13 +102,8 @@ class Variant:
 
 
 def floor_tokens_per_s(cfg: DeploymentConfig) -> tuple[float, str]:
-    """Tokens per second per GPU at the floor t_opt, and the binding resource. Serving phases only: for a
-    training config the floor does not yet give a training-step throughput (forward + backward + optimizer)."""
-    if cfg.phase not in TOKEN_KINDS:
-        raise ConfigError(
-            f"{cfg.name}: phase '{cfg.phase}': the floor gives no {cfg.phase} throughput yet, so `tracekit cost` "
-            f"covers serving configs only ({', '.join(TOKEN_KINDS)}); use a serving config"
-        )
+    """Tokens per second per GPU at the floor t_opt (a decode or prefill step, or a whole training step:
+    forward, backward and optimizer), and the binding resource."""
     result = compute_floor(cfg)
     return result.tokens_per_s_per_gpu(), result.binding
 

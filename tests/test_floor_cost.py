@@ -282,7 +282,15 @@ def test_cli_cost_usage_errors(args, message):
     assert message in res.output and res.output.count("\n") == 1
 
 
-def test_training_configs_are_refused_until_the_floor_has_a_training_throughput():
-    # the floor's FloorResult gives serving throughput only; a training config must not be priced as prefill
-    res = CliRunner().invoke(main, ["cost", "--config", "qwen3-8b-tp1-h100", "--set", "phase=training"])
-    assert res.exit_code == 2 and "serving configs only" in res.output
+def test_training_configs_are_priced_per_token_trained_at_the_floor():
+    import json
+
+    from tracekit.floor import compute_floor, load_config
+
+    res = CliRunner().invoke(main, ["cost", "--config", "gpt2-small-dp8-a100", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    floor = compute_floor(load_config("gpt2-small-dp8-a100"))
+    want = floor.tokens_per_step / (floor.t_opt_ns * 1e-9) / 8  # tokens trained per s per GPU at t_opt
+    doc = json.loads(res.stdout)
+    assert doc["token_kind"] == "tokens trained"
+    assert abs(doc["per_gpu"]["tokens_per_s"] - want) <= 1e-6 * want
