@@ -8,6 +8,7 @@ importable; it is never a dependency of tracekit.
 
     python bench/bench_kineto.py                 # ~1 GB trace (takes minutes, needs ~4 GB RAM)
     python bench/bench_kineto.py --events 200000 # quick run
+    python bench/bench_kineto.py --repeat 2 --profile  # fastest of 2 runs, then where the time goes
 """
 
 from __future__ import annotations
@@ -140,17 +141,27 @@ def generate(path: Path, n_events: int) -> int:
 
 
 TRACEKIT_CHILD = """
-import sys, time, duckdb
+import cProfile, pstats, sys, time, duckdb
 from pathlib import Path
 from tracekit.parsers import schema
 from tracekit.parsers.kineto import read_kineto
 con = duckdb.connect(sys.argv[2])  # a database file, as the store's cache uses
 schema.create_tables(con)
+profile = cProfile.Profile() if sys.argv[3:] == ["profile"] else None
 t0 = time.perf_counter()
+if profile:
+    profile.enable()
 read_kineto(Path(sys.argv[1]), con)
+if profile:
+    profile.disable()
 elapsed_s = time.perf_counter() - t0
 rows = sum(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in schema.EVENT_TABLES)
 print(f"{elapsed_s:.3f} {rows}")
+if profile:  # the functions with the most time of their own: where the reader spends it
+    stats = pstats.Stats(profile).sort_stats("tottime")
+    for (path, line, name), (_, _, own_s, _, _) in sorted(stats.stats.items(), key=lambda i: -i[1][2])[:8]:
+        where = "/".join(Path(path).parts[-2:]) if path != "~" else "builtin"
+        print(f"{own_s:.2f} s  {where}:{line}({name})", file=sys.stderr)
 """
 
 HTA_CHILD = """
@@ -162,8 +173,8 @@ print(f"{time.perf_counter() - t0:.3f} -")
 """
 
 
-def measure(code: str, *args: str, python: str = sys.executable) -> tuple[float, str, int]:
-    """Run ``code`` in a fresh interpreter; return (its reported seconds, detail, peak RSS in bytes).
+def measure(code: str, *args: str, python: str = sys.executable) -> tuple[float, str, int, str]:
+    """Run ``code`` in a fresh interpreter; return (its reported seconds, detail, peak RSS in bytes, stderr).
 
     The peak is that child's own ``ru_maxrss`` (``os.wait4``): ``getrusage(RUSAGE_CHILDREN)`` would
     report the maximum over every child waited for so far, hiding a smaller second measurement.
@@ -177,7 +188,18 @@ def measure(code: str, *args: str, python: str = sys.executable) -> tuple[float,
         if proc.returncode != 0:
             raise RuntimeError(f"child failed: {err.read().strip().splitlines()[-1:]}")
         seconds, detail = out.read().split()
-    return float(seconds), detail, usage.ru_maxrss * 1024  # Linux reports KiB
+        return float(seconds), detail, usage.ru_maxrss * 1024, err.read()  # Linux reports KiB
+
+
+def measure_tracekit(path: Path, tmp: Path, repeat: int) -> tuple[list[float], str, int]:
+    """Ingest ``path`` ``repeat`` times, each into a new store file; (seconds per run, rows, largest peak)."""
+    runs: list[float] = []
+    peak, rows = 0, ""
+    for i in range(repeat):
+        seconds, rows, run_peak, _ = measure(TRACEKIT_CHILD, str(path), str(tmp / f"store{i}.duckdb"))
+        runs.append(seconds)
+        peak = max(peak, run_peak)
+    return runs, rows, peak
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -187,6 +209,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="number of trace events (default: about 1 GB of JSON)")
     parser.add_argument("--gzip", action="store_true", help="write the trace as .json.gz")
     parser.add_argument("--keep", type=Path, help="write the trace into this folder and keep it")
+    parser.add_argument("--repeat", type=int, default=1, help="tracekit runs (fastest reported, with the spread)")
+    parser.add_argument("--profile", action="store_true",
+                        help="one more tracekit run under cProfile: the functions with the most own time")
     parser.add_argument("--hta-python", default=sys.executable,
                         help="interpreter of an environment with HTA installed (default: this one)")
     args = parser.parse_args(argv)
@@ -204,14 +229,18 @@ def main(argv: list[str] | None = None) -> None:
         print(f"generated {n:,} events, {json_bytes / 1e6:,.1f} MB of JSON "
               f"({path.stat().st_size / 1e6:,.1f} MB on disk) in {time.perf_counter() - t0:.1f} s")
 
-        seconds, rows, peak = measure(TRACEKIT_CHILD, str(path), str(Path(tmp) / "store.duckdb"))
-        print(f"tracekit: {seconds:.2f} s, peak RSS {peak / 1e6:,.0f} MB = {peak / json_bytes:.2f}x JSON, "
+        runs, rows, peak = measure_tracekit(path, Path(tmp), max(1, args.repeat))
+        spread = f" (fastest of {len(runs)}: {', '.join(f'{r:.2f}' for r in runs)} s)" if len(runs) > 1 else ""
+        print(f"tracekit: {min(runs):.2f} s{spread}, peak RSS {peak / 1e6:,.0f} MB = {peak / json_bytes:.2f}x JSON, "
               f"{int(rows):,} rows")
+        if args.profile:
+            seconds, _, _, top = measure(TRACEKIT_CHILD, str(path), str(Path(tmp) / "profiled.duckdb"), "profile")
+            print(f"tracekit under cProfile: {seconds:.2f} s; most own time:\n{top.rstrip()}")
         has_hta = subprocess.run([args.hta_python, "-c", "import hta"], capture_output=True, check=False)
         if has_hta.returncode != 0:
             print("hta: not importable, skipped (pip install HolisticTraceAnalysis elsewhere; --hta-python)")
             return
-        seconds, _, peak = measure(HTA_CHILD, str(folder), python=args.hta_python)
+        seconds, _, peak, _ = measure(HTA_CHILD, str(folder), python=args.hta_python)
         print(f"hta: {seconds:.2f} s, peak RSS {peak / 1e6:,.0f} MB = {peak / json_bytes:.2f}x JSON")
 
 

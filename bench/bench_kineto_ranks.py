@@ -1,7 +1,7 @@
 """Multi-rank Kineto benchmark: tracekit ingest of a 16-rank set (``--jobs 1`` and ``--jobs N``) vs HTA 0.5.0.
 
-Run: ``.venv/bin/python bench/bench_kineto_ranks.py [--ranks 16] [--total-mb 1500] [--jobs 2]
-[--hta-python bench/.venv-hta/bin/python] [--markdown]``.
+Run: ``.venv/bin/python bench/bench_kineto_ranks.py [--ranks 16] [--total-mb 1500] [--jobs 2] [--repeat N]
+[--hta-python bench/.venv-hta/bin/python] [--no-hta] [--markdown]``.
 
 Generates (or reuses, in ``bench/out/kineto_ranks_<ranks>x<MB>``) one PyTorch-profiler JSON trace per
 rank with ``bench_kineto.write_trace`` (the realistic event mix of the single-file benchmark: python
@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -82,24 +84,44 @@ def make_set(workdir: Path, ranks: int, total_mb: int, jobs: int) -> tuple[Path,
 class Measured:
     wall_s: float
     peak_mb: float
+    stdout: str = ""
 
 
 def measure_tree(cmd: list[str]) -> Measured:
-    """Run ``cmd``; its wall time and the peak of the summed RSS of it and its descendants."""
+    """Run ``cmd``; its wall time, the peak of the summed RSS of it and its descendants, and its output."""
     t0 = time.perf_counter()
-    proc = psutil.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = 0
-    while proc.poll() is None:
-        total = 0
-        with contextlib.suppress(psutil.Error):  # a process may end between listing and reading it
-            for p in [proc, *proc.children(recursive=True)]:
-                total += p.memory_info().rss
-        peak = max(peak, total)
-        time.sleep(0.1)
-    wall_s = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd[:3])} ... failed:\n{proc.stderr.read().decode()[-2000:]}")
-    return Measured(wall_s, peak / MB)
+    with tempfile.TemporaryFile("w+") as out:
+        proc = psutil.Popen(cmd, stdout=out, stderr=subprocess.PIPE)
+        peak = 0
+        while proc.poll() is None:
+            total = 0
+            with contextlib.suppress(psutil.Error):  # a process may end between listing and reading it
+                for p in [proc, *proc.children(recursive=True)]:
+                    total += p.memory_info().rss
+            peak = max(peak, total)
+            time.sleep(0.1)
+        wall_s = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd[:3])} ... failed:\n{proc.stderr.read().decode()[-2000:]}")
+        out.seek(0)
+        return Measured(wall_s, peak / MB, out.read())
+
+
+def fastest(cmd: list[str], repeat: int, cache: Path) -> tuple[Measured, list[float]]:
+    """``cmd`` run ``repeat`` times from an empty ``cache``: the fastest run (largest peak) and every wall time."""
+    runs = []
+    for _ in range(repeat):
+        shutil.rmtree(cache, ignore_errors=True)
+        runs.append(measure_tree(cmd))
+    best = min(runs, key=lambda m: m.wall_s)
+    return Measured(best.wall_s, max(m.peak_mb for m in runs), best.stdout), [m.wall_s for m in runs]
+
+
+def slowest_stage(ingest_json: str) -> str:
+    """The ingest stage with the most seconds (summed over files), from ``tracekit ingest --format json``."""
+    stages = {row["stage"]: row["seconds"] for row in json.loads(ingest_json)["stages"]}
+    name = max(stages, key=stages.__getitem__)
+    return f"{name} ({stages[name]:.1f} s of {sum(stages.values()):.1f} s summed over files and workers)"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -111,6 +133,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="interpreter of a virtualenv with HolisticTraceAnalysis 0.5.0")
     parser.add_argument("--workdir", type=Path, default=REPO / "bench" / "out")
     parser.add_argument("--no-hta", action="store_true", help="measure tracekit only")
+    parser.add_argument("--repeat", type=int, default=1, help="tracekit runs each (fastest reported, with the spread)")
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
 
@@ -123,11 +146,13 @@ def main(argv: list[str] | None = None) -> None:
     exe = Path(sys.executable).with_name("tracekit")
     cache = args.workdir / "kineto-ranks-cache"
     rows: list[tuple[str, Measured]] = []
+    spreads: dict[str, list[float]] = {}
     for jobs in sorted({1, args.jobs}):
-        shutil.rmtree(cache, ignore_errors=True)
-        rows.append((f"tracekit ingest --jobs {jobs}", measure_tree(
+        name = f"tracekit ingest --jobs {jobs}"
+        measured, spreads[name] = fastest(
             [str(exe), "ingest", str(folder), "--cache-dir", str(cache), "--jobs", str(jobs), "--quiet",
-             "--format", "json"])))
+             "--format", "json"], max(1, args.repeat), cache)
+        rows.append((name, measured))
     shutil.rmtree(cache, ignore_errors=True)
     hta_note = None
     has_hta = (not args.no_hta and args.hta_python.exists() and subprocess.run(
@@ -152,6 +177,10 @@ def main(argv: list[str] | None = None) -> None:
     measured = dict(rows)
     serial, parallel = measured["tracekit ingest --jobs 1"], measured[f"tracekit ingest --jobs {args.jobs}"]
     lines.append(f"{bullet}--jobs {args.jobs} speed-up over --jobs 1: {serial.wall_s / parallel.wall_s:.2f}x")
+    for name, walls in spreads.items():
+        if len(walls) > 1:
+            lines.append(f"{bullet}{name}: fastest of {len(walls)} runs ({', '.join(f'{w:.1f}' for w in walls)} s)")
+    lines.append(f"{bullet}slowest ingest stage (--jobs 1): {slowest_stage(serial.stdout)}")
     if has_hta:
         hta = measured["HTA 0.5.0 TraceAnalysis"]
         lines.append(f"{bullet}tracekit --jobs {args.jobs} vs HTA: {hta.wall_s / parallel.wall_s:.1f}x faster, "

@@ -159,11 +159,15 @@ class TableWriter:
         chunk = pa.concat_tables(self._queued.pop((tables, destination)), promote_options="default")
         self.con.register("_chunk", chunk)
         try:
-            inserted = sum(self.con.execute(_INSERT_SQL[t], self.params).fetchone()[0] for t in tables)
+            inserted = sum(map(self._append, tables))
         finally:
             self.con.unregister("_chunk")
         if inserted < len(chunk):
             self.skipped[f"(no readable ts/dur: {destination})"] += len(chunk) - inserted
+
+    def _append(self, table: str) -> int:
+        """The INSERT into ``table`` from the registered ``_chunk``; how many rows it added."""
+        return self.con.execute(_INSERT_SQL[table], self.params).fetchone()[0]
 
 
 def _args(events: Sequence[Event]) -> list:

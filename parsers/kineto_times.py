@@ -7,7 +7,7 @@ where float64 is off by up to 0.1 us. The rule is ``start_ns = round(ts * 1000)`
 Fast path (every file torch.profiler writes): the texts are cast by Arrow to ``decimal128(22, 3)``, whose
 unscaled integer *is* the time in ns; Arrow refuses any text with more than three decimals, so there is no
 rounding to get wrong. A column with a text Arrow refuses (more decimals, a string, ``null``) goes to the
-exact general path instead: DuckDB's ``DECIMAL(38, 9)`` cast, the same rule row by row, about 10x slower.
+exact general path instead: DuckDB's ``DECIMAL(38, 9)`` cast, the same rule row by row, but slower.
 """
 
 from __future__ import annotations
@@ -46,15 +46,11 @@ def start_end_ns(ts: pa.StringArray, dur: pa.StringArray) -> tuple[pa.Int64Array
         ts_dec, dur_dec = pc.cast(ts, _FAST), pc.cast(dur, _FAST)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return _general(ts, dur)
-    end_dec = pc.add(pc.cast(ts_dec, _WIDE), pc.cast(dur_dec, _WIDE))
-    start = _unscaled(ts_dec)
-    end = _unscaled(end_dec)
-    return start, end
+    return _unscaled(ts_dec), _unscaled(pc.add(pc.cast(ts_dec, _WIDE), pc.cast(dur_dec, _WIDE)))
 
 
-def _unscaled(column: pa.Array) -> pa.Int64Array:
+def _unscaled(column: pa.Decimal128Array) -> pa.Int64Array:
     """A decimal column's unscaled integers as int64, NULL where NULL or beyond the int64 range."""
-    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     words = np.frombuffer(column.buffers()[1], np.int64, 2 * len(column), 16 * column.offset).reshape(-1, 2)
     low, high = words[:, 0], words[:, 1]
     fits = high == (low >> 63)  # 128-bit value is the sign extension of its low 64 bits
