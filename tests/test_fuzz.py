@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from tracekit import intervals as iv
 from tracekit.analysis.accounting import account_step
-from tracekit.analysis.gaps import HostActivity, attribute_gaps
+from tracekit.analysis.gaps import HostActivity, attribute_gaps, gap_causes
 from tracekit.analysis.ops import DeviceOps
 from tracekit.analysis.steps import StepWindow
 from tracekit.cli import main
@@ -103,6 +103,9 @@ def test_gap_causes_sum_to_the_gaps(ops: DeviceOps, host: HostActivity, data: st
     acc = account_step(ops, StepWindow(0, "step", 0, 1_000), COMM)  # the gaps the analysis really feeds in
     totals, _ = attribute_gaps(acc.gaps, ops, host)
     assert sum(totals.values()) == acc.gap_ns
+    per_gap, _ = gap_causes(gaps, ops, host)  # each gap on its own is owned once, too
+    assert (per_gap >= 0).all()
+    assert per_gap.sum(axis=1).tolist() == (gaps.ends - gaps.starts).tolist()
 
 
 # ---- readers on mutated real traces ---------------------------------------------------------------------

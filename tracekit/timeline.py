@@ -15,7 +15,7 @@ from tracekit import intervals as iv
 from tracekit.analysis.accounting import StepAccount
 from tracekit.analysis.analyze import Analysis, DeviceAnalysis
 from tracekit.analysis.detail import Detail
-from tracekit.analysis.gaps import CAUSES, attribute_gaps
+from tracekit.analysis.gaps import CAUSES, gap_causes
 
 MEMOP_KINDS = frozenset({"memcpy", "memset"})  # a memop's class and name are its kind (analysis.ops)
 UNKNOWN_CAUSE = "unknown"
@@ -107,14 +107,14 @@ def analysis_colours(analysis: Analysis) -> dict[str, str]:
 
 
 def gap_marks(dev: Detail, gaps: iv.Intervals) -> list[GapMark]:
-    """Each gap with its causes, by the analysis's own attribution (one gap at a time)."""
+    """Each gap with its causes, by the analysis's own attribution."""
+    lo, hi = gaps.starts.tolist(), gaps.ends.tolist()
+    if dev.host is None:
+        return [GapMark(g0, g1, UNKNOWN_CAUSE, {UNKNOWN_CAUSE: g1 - g0}) for g0, g1 in zip(lo, hi, strict=True)]
+    per_gap, _ = gap_causes(gaps, dev.ops, dev.host)
     marks = []
-    for g0, g1 in zip(gaps.starts.tolist(), gaps.ends.tolist(), strict=True):
-        if dev.host is None:
-            marks.append(GapMark(g0, g1, UNKNOWN_CAUSE, {UNKNOWN_CAUSE: g1 - g0}))
-            continue
-        one = iv.Intervals(np.array([g0], dtype=np.int64), np.array([g1], dtype=np.int64))
-        by_cause, _ = attribute_gaps(one, dev.ops, dev.host)
+    for g0, g1, row in zip(lo, hi, per_gap.tolist(), strict=True):
+        by_cause = dict(zip(CAUSES, row, strict=True))
         marks.append(GapMark(g0, g1, max(CAUSES, key=lambda c: by_cause[c]), by_cause))
     return marks
 

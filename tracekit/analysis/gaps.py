@@ -76,21 +76,18 @@ class HostActivity:
         return cls(by_thread, by_process, sync)
 
 
-def _segments(lo: np.ndarray, hi: np.ndarray) -> iv.Intervals:
-    keep = hi > lo
-    return iv.Intervals(lo[keep].astype(np.int64), hi[keep].astype(np.int64))
-
-
-def attribute_gaps(gaps: iv.Intervals, ops: DeviceOps, host: HostActivity) -> tuple[dict[str, int], np.ndarray]:
-    """Total ns per cause over ``gaps``, and the index of the operation that ends each gap (-1: none)."""
-    totals = dict.fromkeys(CAUSES, 0)
+def gap_causes(gaps: iv.Intervals, ops: DeviceOps, host: HostActivity) -> tuple[np.ndarray, np.ndarray]:
+    """ns per cause for each gap (shape (gaps, causes), columns in ``CAUSES`` order), and the index of the
+    operation that ends each gap (-1: none). Vectorised: a million gaps cost one pass per host thread."""
     n = len(gaps)
+    per_gap = np.zeros((n, len(CAUSES)), dtype=np.int64)
+    col = {c: i for i, c in enumerate(CAUSES)}
     if n == 0:
-        return totals, np.empty(0, dtype=np.int64)
-    if len(ops) == 0:  # no operation ends these gaps: no launch call, no host thread to read
-        totals["host_idle"] = iv.length(gaps)
-        return totals, np.full(n, -1, dtype=np.int64)
+        return per_gap, np.empty(0, dtype=np.int64)
     g0, g1 = gaps.starts, gaps.ends
+    if len(ops) == 0:  # no operation ends these gaps: no launch call, no host thread to read
+        per_gap[:, col["host_idle"]] = g1 - g0
+        return per_gap, np.full(n, -1, dtype=np.int64)
     j = np.searchsorted(ops.start_ns, g1, side="left")
     has_next = j < len(ops)
     j = np.where(has_next, j, -1)
@@ -100,24 +97,29 @@ def attribute_gaps(gaps: iv.Intervals, ops: DeviceOps, host: HostActivity) -> tu
     pid = np.where(has_next, ops.pid[safe], -1)
     tid = np.where(has_next, ops.launch_tid[safe], -1)
     known = ls >= 0
-    totals["dependency"] += iv.length(_segments(np.where(known, np.maximum(g0, le), g1), g1))
-    totals["launch"] += iv.length(_segments(np.where(known, np.maximum(g0, ls), g1), np.minimum(g1, le)))
-    pre_hi = np.where(known, np.minimum(g1, ls), g1)
+    per_gap[:, col["dependency"]] = np.where(known, np.maximum(g1 - np.maximum(g0, le), 0), 0)
+    per_gap[:, col["launch"]] = np.where(known, np.maximum(np.minimum(g1, le) - np.maximum(g0, ls), 0), 0)
+    pre_hi = np.maximum(np.where(known, np.minimum(g1, ls), g1), g0)
     # Before the launch call: read the host state of the launching thread (or the whole process).
     for p in np.unique(pid):
         sync = host.sync_by_process.get(int(p), iv.EMPTY)
         for t in np.unique(tid[pid == p]):
-            sel = (pid == p) & (tid == t)
-            pre = _segments(g0[sel], pre_hi[sel])
+            sel = np.flatnonzero((pid == p) & (tid == t))
             busy = (host.busy_by_thread.get((int(p), int(t)), iv.EMPTY) if t >= 0
                     else host.busy_by_process.get(int(p), iv.EMPTY))
-            in_sync = iv.intersect(pre, sync)
-            rest = iv.difference(pre, in_sync)
-            in_busy = iv.intersect(rest, busy)
-            totals["sync"] += iv.length(in_sync)
-            totals["launch"] += iv.length(in_busy)
-            totals["host_idle"] += iv.length(rest) - iv.length(in_busy)
-    return totals, j
+            occupied = iv.union(np.concatenate((sync.starts, busy.starts)), np.concatenate((sync.ends, busy.ends)))
+            in_sync = iv.overlap_per_interval(g0[sel], pre_hi[sel], sync)
+            in_occupied = iv.overlap_per_interval(g0[sel], pre_hi[sel], occupied)
+            per_gap[sel, col["sync"]] = in_sync
+            per_gap[sel, col["launch"]] += in_occupied - in_sync
+            per_gap[sel, col["host_idle"]] = (pre_hi[sel] - g0[sel]) - in_occupied
+    return per_gap, j
+
+
+def attribute_gaps(gaps: iv.Intervals, ops: DeviceOps, host: HostActivity) -> tuple[dict[str, int], np.ndarray]:
+    """Total ns per cause over ``gaps``, and the index of the operation that ends each gap (-1: none)."""
+    per_gap, j = gap_causes(gaps, ops, host)
+    return dict(zip(CAUSES, (int(v) for v in per_gap.sum(axis=0)), strict=True)), j
 
 
 def gap_context(con: duckdb.DuckDBPyConnection, rank: int, pid: int, tid: int, at_ns: int) -> dict[str, str | None]:
