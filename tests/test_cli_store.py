@@ -32,7 +32,8 @@ def test_second_ingest_reuses_the_store_and_input_is_untouched(tmp_path: Path) -
     code, out, _ = run("ingest", str(SAMPLE), "--cache-dir", str(tmp_path), "--format", "json")
     assert code == 0 and json.loads(out)["stores"][0]["reused"] is True
     assert digest(SAMPLE) == before
-    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".duckdb", ".json"]  # store + manifest, no temporary
+    # the store, its manifest and its lock; no temporary left behind
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".duckdb", ".json", ".lock"]
 
 
 def test_damaged_store_is_discarded_and_rebuilt(tmp_path: Path) -> None:

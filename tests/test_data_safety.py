@@ -143,7 +143,7 @@ def test_damaged_store_is_rebuilt_and_reads_like_a_clean_one(tmp_path: Path, dam
     manifest = json.loads(db.with_suffix(".json").read_text())
     assert manifest["size_bytes"] == db.stat().st_size and manifest["crc32"] == zlib.crc32(db.read_bytes())
     assert info(cache) == clean
-    assert sorted(p.name for p in cache.iterdir()) == [db.name, db.with_suffix(".json").name]
+    assert sorted(p.name for p in cache.iterdir()) == [db.name, *(db.with_suffix(s).name for s in (".json", ".lock"))]
 
 
 def test_leftover_temporary_store_of_a_killed_ingest_is_never_read(tmp_path: Path) -> None:

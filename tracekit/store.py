@@ -10,14 +10,16 @@ rank each file was assigned.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import tempfile
 import time
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,6 +105,15 @@ def _is_complete(db: Path) -> bool:
         con.close()
 
 
+@contextmanager
+def _store_lock(db: Path, exclusive: bool) -> Iterator[None]:
+    """Hold ``<key>.lock``: publishing a store (rename, then manifest) is exclusive, checking one is shared,
+    so a check never sees a new store beside the manifest of the store it replaced."""
+    with open(db.with_suffix(".lock"), "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+
+
 def _remove_db(db: Path) -> None:
     for p in (_manifest(db), db, db.with_name(db.name + ".wal")):
         p.unlink(missing_ok=True)
@@ -143,10 +154,16 @@ def ingest_file(path: Path, cache_dir: Path) -> IngestResult:
         raise InputError(f"--cache-dir {cache_dir}: cannot create ({exc.strerror})") from None
     target = cache_dir / f"{file_key(path)}.duckdb"
     if target.exists():
-        if _is_complete(target):
+        with _store_lock(target, exclusive=False):
+            complete = _is_complete(target)
+        if not complete:
+            with _store_lock(target, exclusive=True):
+                complete = _is_complete(target)  # another process may have just published it
+                if not complete:
+                    _remove_db(target)  # damaged or from another schema version: rebuild
+        if complete:
             stages["identify"] = time.perf_counter() - t0
             return IngestResult(path, target, fmt, True, stages["identify"], stages)
-        _remove_db(target)  # damaged or from another schema version: rebuild
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=".tmp.duckdb", dir=cache_dir)
     os.close(fd)
     tmp = Path(tmp_name)
@@ -167,9 +184,10 @@ def ingest_file(path: Path, cache_dir: Path) -> IngestResult:
         finally:
             con.close()
         size, crc = tmp.stat().st_size, _crc32(tmp)
-        os.replace(tmp, target)
-        _write_manifest(target, {"size_bytes": size, "crc32": crc, "schema_version": STORE_SCHEMA_VERSION,
-                                 "source": str(path), "format": fmt})
+        with _store_lock(target, exclusive=True):
+            os.replace(tmp, target)
+            _write_manifest(target, {"size_bytes": size, "crc32": crc, "schema_version": STORE_SCHEMA_VERSION,
+                                     "source": str(path), "format": fmt})
     except InputError:
         _remove_db(tmp)
         raise
