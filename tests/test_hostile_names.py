@@ -186,3 +186,14 @@ def test_ncu_commands_parse_and_run_exactly_the_intended_argv(analysed: dict) ->
         assert re.fullmatch(r"tracekit_\d+_[A-Za-z0-9_.-]+", out_name)
         assert len(argv[3]) < 128 * 1024  # one argument of execve
     assert not list(cwd.rglob("pwned*")) and not Path("pwned").exists()
+
+
+def test_csv_cells_that_would_start_a_spreadsheet_formula_are_neutralised() -> None:
+    import polars as pl
+
+    from tracekit.output import Document, Table, render_csv
+
+    frame = pl.DataFrame({"name": ["=HYPERLINK(\"http://e\")", "+1", "-cmd", "@SUM(A1)", "plain", "a=b"], "n": [1] * 6})
+    lines = render_csv(Document("t", [Table("t", frame)])).splitlines()[1:]
+    cells = [line.rsplit(",", 1)[0].strip('"') for line in lines]
+    assert cells == ["'=HYPERLINK(\"\"http://e\"\")", "'+1", "'-cmd", "'@SUM(A1)", "plain", "a=b"]

@@ -28,6 +28,7 @@ from rich.text import Text
 FORMATS = ("table", "markdown", "csv", "json", "html")
 MAX_CELL_CHARS = 160
 
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
 
@@ -130,9 +131,15 @@ def render_markdown(doc: Document) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _csv_cell(text: str) -> str:
+    """A CSV cell that is inert in a terminal (control characters escaped) and in a spreadsheet (a cell
+    that would start a formula gets a leading apostrophe, the OWASP-recommended neutraliser)."""
+    text = inert(text)
+    return "'" + text if text[:1] in _FORMULA_STARTS else text
+
+
 def _inert_strings(frame: pl.DataFrame) -> pl.DataFrame:
-    """String cells with control characters escaped: CSV is printed to terminals too (ANSI escapes)."""
-    return frame.with_columns(pl.col(pl.String).map_elements(inert, return_dtype=pl.String, skip_nulls=True))
+    return frame.with_columns(pl.col(pl.String).map_elements(_csv_cell, return_dtype=pl.String, skip_nulls=True))
 
 
 def render_csv(doc: Document) -> str:
