@@ -90,7 +90,7 @@ def class_summary(con: duckdb.DuckDBPyConnection, config: str | None = None) -> 
             UNION ALL
             SELECT m.kind AS class, m.kind AS name, m.dur_ns FROM memops m
         )
-        SELECT class, count(*) AS instances, sum(dur_ns) AS total_ns,
+        SELECT class, count(*) AS instances, sum(dur_ns)::BIGINT AS total_ns,
                round(100.0 * sum(dur_ns) / sum(sum(dur_ns)) OVER (), 1) AS time_pct,
                count(DISTINCT name) AS kernels
         FROM ops GROUP BY class ORDER BY total_ns DESC, class

@@ -107,7 +107,7 @@ def info_document(store: Store) -> Document:
         FROM processes p ORDER BY p.rank, p.pid
     """)
     streams = _frame(con, """
-        SELECT rank, device_id, stream_id, count(*) AS kernels, sum(dur_ns) AS kernel_ns,
+        SELECT rank, device_id, stream_id, count(*) AS kernels, sum(dur_ns)::BIGINT AS kernel_ns,
                min(start_ns) AS first_ns, max(end_ns) AS last_ns
         FROM kernels GROUP BY ALL ORDER BY rank, device_id, stream_id
     """)
