@@ -18,7 +18,6 @@ import duckdb
 import polars as pl
 
 OTHER = "other"
-MEMORY_CLASSES = ("memcpy", "memset")
 
 
 @dataclass(frozen=True)

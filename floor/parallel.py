@@ -41,11 +41,6 @@ class TrainLayout:
     def micro_batches(self) -> int:
         return self.global_batch // (self.micro_batch * self.dp)
 
-    @property
-    def bubble_fraction(self) -> float:
-        """1F1B pipeline bubble over useful time: (pp - 1) / (v m) (Narayanan et al. interleaving v)."""
-        return (self.pp - 1) / (self.pp_interleave * self.micro_batches)
-
 
 def build_layout(name: str, *, n_gpus: int, dp: int, tp: int, sp: int, pp: int, ep: int, pp_interleave: int,
                  micro_batch: int, global_batch: int, n_layers: int, n_heads: int, n_experts: int,

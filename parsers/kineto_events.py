@@ -61,7 +61,6 @@ _STREAM_TID = re.compile(r"(?:stream\s*)?(\d+)\s*$")
 KERNEL, MEMCPY, MEMSET, RUNTIME, DRIVER = 1, 2, 3, 4, 5
 USER_ANNOTATION, GPU_USER_ANNOTATION, CPU_OP, PYTHON_FUNCTION = 6, 7, 8, 9
 LEGACY = 16
-GPU_CODES, API_CODES, RANGE_CODES = (KERNEL, MEMCPY, MEMSET), (RUNTIME, DRIVER), (6, 7, 8, 9)
 RANGE_SOURCES = {USER_ANNOTATION: "user_annotation", GPU_USER_ANNOTATION: "gpu_user_annotation",
                  CPU_OP: "cpu_op", PYTHON_FUNCTION: "python_function"}
 GPU_KINDS = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}

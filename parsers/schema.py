@@ -67,7 +67,3 @@ def create_tables(con: duckdb.DuckDBPyConnection) -> None:
     for name, columns in TABLES.items():
         con.execute(f"CREATE TABLE {name} ({columns})")
 
-
-def column_names(table: str) -> list[str]:
-    """The column names of a store table, in order."""
-    return [part.split()[0] for part in TABLES[table].split(",")]
