@@ -40,6 +40,13 @@ CASES = [
     ("void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024>", "sampling"),
     ("void at::native::sbtopk::gatherTopK<float, unsigned int, 2>", "sampling"),
     ("void fp8_mqa_logits_kernel<64>(float*)", "indexer"),
+    ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor<float, 4>>",
+     "optimizer"),
+    ("void multi_tensor_apply_kernel<TensorListMetadata<4>, LAMBStage1Functor<float>>", "optimizer"),
+    # "lambda" in a copy kernel's name is not the LAMB optimizer
+    ("void at::native::elementwise_kernel_manual_unroll<128, 8, at::native::gpu_kernel_impl_nocast<"
+     "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const>>",
+     "norm_elementwise"),
     ("some_unknown_kernel", OTHER),
 ]
 
