@@ -26,6 +26,7 @@ from tracekit.store import Store
 
 REPORT_SCHEMA = "tracekit.report/v1"
 VERDICTS = ("near-floor", "pipeline", "kernel", "inconclusive")
+MIN_GAP_FINDING_NS = 1_000  # gap findings costing less in all (launch latency between kernels) are not listed
 BELOW_FLOOR_TOLERANCE = 0.95  # a step this far under the floor means the config does not fit the capture
 GATE_EXIT = {"near-floor": 0, "pipeline": 10, "kernel": 11, "inconclusive": 12}
 
@@ -58,7 +59,7 @@ def _top_gaps(results: list[DeviceAnalysis], limit: int) -> list[dict[str, Any]]
     """The gaps that cost most, with repeats across steps collapsed: gaps before the same kernel on the
     same device form one finding (occurrences, total), shown by its longest instance with its causes and
     what the launching host thread was doing. Each device brings its own costliest ``limit`` findings."""
-    findings = [g for res in results for g in res.top_gaps]
+    findings = [g for res in results for g in res.top_gaps if g["total_ns"] >= MIN_GAP_FINDING_NS]
     return sorted(findings, key=lambda g: -g["total_ns"])[:limit]
 
 
