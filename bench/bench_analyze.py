@@ -43,6 +43,7 @@ from bench_ingest import (  # noqa: E402 - the sibling script, reused rather tha
     MB,
     make_trace,
     measure_best,
+    table,
     tracekit_cli,
     warm_page_cache,
 )
@@ -183,20 +184,6 @@ COLUMNS = (
     ("first/cached", lambda r: f"{r['first_s'] / r['second_s']:.1f}x"),
     ("peak MB (cached)", lambda r: f"{r['second_peak_mb']:.0f}"),
 )
-
-
-def table(rows: list[dict[str, object]], columns: tuple, markdown: bool) -> list[str]:
-    """``rows`` as a plain or Markdown table."""
-    header = [name for name, _ in columns]
-    body = [[cell(r) for _, cell in columns] for r in rows]
-    if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" for _ in header) + "|"]
-        lines += ["| " + " | ".join(cells) + " |" for cells in body]
-    else:
-        widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(header)]
-        lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
-        lines += ["  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)) for cells in body]
-    return lines
 
 
 def render(rows: list[dict[str, object]], markdown: bool) -> str:

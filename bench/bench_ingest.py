@@ -222,17 +222,21 @@ def _ratio(a: object, b: object) -> float | None:
     return None if a is None or not b else float(a) / float(b)
 
 
-def render(rows: list[dict[str, object]], markdown: bool) -> str:
-    """The results table (plain or Markdown) followed by notes on generation, stages and errors."""
-    header = [name for name, _ in COLUMNS]
-    body = [[cell(r) for _, cell in COLUMNS] for r in rows]
+def table(rows: list[dict[str, object]], columns: tuple, markdown: bool) -> list[str]:
+    """``rows`` as a plain or Markdown table, one column per (header, cell function)."""
+    header = [name for name, _ in columns]
+    body = [[cell(r) for _, cell in columns] for r in rows]
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" for _ in header) + "|"]
-        lines += ["| " + " | ".join(cells) + " |" for cells in body]
-    else:
-        widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(header)]
-        lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
-        lines += ["  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)) for cells in body]
+        return lines + ["| " + " | ".join(cells) + " |" for cells in body]
+    widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(header)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
+    return lines + ["  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)) for cells in body]
+
+
+def render(rows: list[dict[str, object]], markdown: bool) -> str:
+    """The results table (plain or Markdown) followed by notes on generation, stages and errors."""
+    lines = table(rows, COLUMNS, markdown)
     bullet = "- " if markdown else "  "
     lines.append("")
     for r in rows:

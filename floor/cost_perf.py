@@ -7,7 +7,7 @@ bound on what the configuration can cost. The sensitivity rows re-run the floor 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from .config import DeploymentConfig, load_config
@@ -36,7 +36,7 @@ class TokenCost:
     usd_per_million_tokens: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return asdict(self)
 
 
 def token_cost(
@@ -98,7 +98,7 @@ class Variant:
     reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return asdict(self)
 
 
 def floor_tokens_per_s(cfg: DeploymentConfig) -> tuple[float, str]:

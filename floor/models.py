@@ -132,27 +132,17 @@ class ModelSpec:
     # ---- totals -------------------------------------------------------------------------------
     def params_total(self) -> int:
         """All parameters (embedding and LM head counted once each unless tied; MTP layers excluded)."""
-        attn = sum(self.attn_params_split()) + sum(self.indexer_params_split())
-        per_moe = (self.n_routed_experts + self.n_shared_experts) * self.expert_params + self.router_params
-        heads = self.embedding_params * (1 if self.tied_embeddings else 2)
-        return (
-            self.n_layers * attn
-            + self.dense_layers * self.dense_mlp_params
-            + self.moe_layers * per_moe
-            + heads
-        )
+        return self._params(self.n_routed_experts)
 
     def params_active(self) -> int:
         """Parameters touched by one token: routed experts count top-k, not all."""
+        return self._params(self.experts_per_token)
+
+    def _params(self, routed_experts: int) -> int:
         attn = sum(self.attn_params_split()) + sum(self.indexer_params_split())
-        per_moe = (self.experts_per_token + self.n_shared_experts) * self.expert_params + self.router_params
+        per_moe = (routed_experts + self.n_shared_experts) * self.expert_params + self.router_params
         heads = self.embedding_params * (1 if self.tied_embeddings else 2)
-        return (
-            self.n_layers * attn
-            + self.dense_layers * self.dense_mlp_params
-            + self.moe_layers * per_moe
-            + heads
-        )
+        return self.n_layers * attn + self.dense_layers * self.dense_mlp_params + self.moe_layers * per_moe + heads
 
     # ---- KV cache -----------------------------------------------------------------------------
     def kv_bytes_per_token_layer(self, kv_format: str) -> float:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .config import DeploymentConfig, validate
@@ -214,7 +214,7 @@ class Placement:
     mbu: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return asdict(self)
 
 
 def place_measured(result: FloorResult, measured_ns: int, threshold: float = 1.3) -> Placement:

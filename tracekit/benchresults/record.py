@@ -104,3 +104,27 @@ def lengths(doc: dict[str, Any], per_request: str, total: str, completed: int | 
     if tot is None or not completed:
         return None, None
     return tot / completed, None
+
+
+def vllm_family_fields(doc: dict[str, Any], where: str) -> dict[str, Any]:
+    """The fields vLLM's benchmark_serving.py and SGLang's bench_serving (derived from it) name alike:
+    completed requests, lengths, TTFT/TPOT/ITL percentiles in ms, throughputs and duration in s."""
+
+    def ms(key: str) -> int | None:
+        return ms_to_ns(doc.get(key), f"{where} {key}")
+
+    completed = doc.get("completed")
+    completed_n = int(number(completed, f"{where} completed") or 0) if completed is not None else None
+    in_mean, in_std = lengths(doc, "input_lens", "total_input_tokens", completed_n, where)
+    out_mean, out_std = lengths(doc, "output_lens", "total_output_tokens", completed_n, where)
+    max_conc = doc.get("max_concurrency")
+    return {
+        "max_concurrency": int(max_conc) if max_conc is not None else None, "num_requests": completed_n,
+        "input_len_mean": in_mean, "input_len_std": in_std, "output_len_mean": out_mean, "output_len_std": out_std,
+        "ttft_ns_p50": ms("median_ttft_ms"), "ttft_ns_p99": ms("p99_ttft_ms"),
+        "tpot_ns_p50": ms("median_tpot_ms"), "tpot_ns_p99": ms("p99_tpot_ms"), "tpot_ns_mean": ms("mean_tpot_ms"),
+        "itl_ns_p50": ms("median_itl_ms"), "itl_ns_p99": ms("p99_itl_ms"),
+        "throughput_requests_per_s": number(doc.get("request_throughput"), f"{where} request_throughput"),
+        "output_tokens_per_s": number(doc.get("output_throughput"), f"{where} output_throughput"),
+        "duration_ns": s_to_ns(doc.get("duration"), f"{where} duration"),
+    }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .record import CLOSED_LOOP, BenchResult, lengths, ms_to_ns, number, s_to_ns
+from .record import CLOSED_LOOP, BenchResult, ms_to_ns, number, vllm_family_fields
 
 TOOL = "sglang"
 VERSION_CHECKED = "sgl-project/sglang python/sglang/bench_serving.py @0033168f"
@@ -23,12 +23,10 @@ def matches(doc: Any) -> bool:
 def read(doc: dict[str, Any], path: str, index: int) -> BenchResult:
     where = f"{path} (SGLang line {index + 1})"
     notes: list[str] = []
+    fields = vllm_family_fields(doc, where)
 
     def ms(key: str) -> int | None:
         return ms_to_ns(doc.get(key), f"{where} {key}")
-
-    def sec(key: str) -> int | None:
-        return s_to_ns(doc.get(key), f"{where} {key}")
 
     rate = doc.get("request_rate")
     if rate == "trace":
@@ -36,40 +34,23 @@ def read(doc: dict[str, Any], path: str, index: int) -> BenchResult:
         notes.append("request_rate 'trace': arrivals replayed from a trace, rate not recorded")
     else:
         rate_per_s = CLOSED_LOOP if rate is None else number(rate, f"{where} request_rate")
-    completed = doc.get("completed")
-    completed_n = int(number(completed, f"{where} completed") or 0) if completed is not None else None
-    in_mean, in_std = lengths(doc, "input_lens", "total_input_tokens", completed_n, where)
-    out_mean, out_std = lengths(doc, "output_lens", "total_output_tokens", completed_n, where)
     dataset = str(doc.get("dataset_name") or "")
     if dataset.startswith("random") and doc.get("random_range_ratio") == 1:
         # bench_serving samples random lengths uniformly in [L * ratio, L]: ratio 1 fixes every length.
-        in_std = 0.0 if in_std is None else in_std
-        out_std = 0.0 if out_std is None else out_std
+        for key in ("input_len_std", "output_len_std"):
+            fields[key] = 0.0 if fields[key] is None else fields[key]
         notes.append("random dataset with random_range_ratio 1: every request has the same lengths")
-    elif dataset == "sharegpt" and doc.get("sharegpt_output_len") is not None and out_std is None:
-        out_std = 0.0
+    elif dataset == "sharegpt" and doc.get("sharegpt_output_len") is not None and fields["output_len_std"] is None:
+        fields["output_len_std"] = 0.0
         notes.append("sharegpt_output_len set: every request has the same output length")
-    if in_std is None or out_std is None:
+    if fields["input_len_std"] is None or fields["output_len_std"] is None:
         notes.append("no per-request lengths (run with --output-details): length spread unknown")
-    max_conc = doc.get("max_concurrency")
+    max_conc = fields["max_concurrency"]
     label = f"rate {rate}/s" + (f", max {max_conc}" if max_conc else "")
     return BenchResult(
         path=path, index=index, tool=TOOL, tool_version_checked=VERSION_CHECKED, label=label,
         request_rate_per_s=rate_per_s,
-        max_concurrency=int(max_conc) if max_conc is not None else None,
-        concurrency_reported=number(doc.get("concurrency"), f"{where} concurrency"),
-        num_requests=completed_n,
-        input_len_mean=in_mean, input_len_std=in_std, output_len_mean=out_mean, output_len_std=out_std,
-        ttft_ns_p50=ms("median_ttft_ms"), ttft_ns_p99=ms("p99_ttft_ms"),
-        tpot_ns_p50=ms("median_tpot_ms"), tpot_ns_p99=ms("p99_tpot_ms"),
-        tpot_ns_mean=ms("mean_tpot_ms"),
-        itl_ns_p50=ms("median_itl_ms"), itl_ns_p99=ms("p99_itl_ms"),
-        e2e_ns_p50=ms("median_e2e_latency_ms"),
-        e2e_ns_p99=ms("p99_e2e_latency_ms"),
-        e2e_ns_mean=ms("mean_e2e_latency_ms"),
-        throughput_requests_per_s=number(doc.get("request_throughput"), f"{where} request_throughput"),
-        output_tokens_per_s=number(doc.get("output_throughput"), f"{where} output_throughput"),
-        duration_ns=sec("duration"),
-        notes=notes,
+        concurrency_reported=number(doc.get("concurrency"), f"{where} concurrency"), **fields,
+        e2e_ns_p50=ms("median_e2e_latency_ms"), e2e_ns_p99=ms("p99_e2e_latency_ms"),
+        e2e_ns_mean=ms("mean_e2e_latency_ms"), notes=notes,
     )
-
