@@ -7,7 +7,6 @@ mapping itself is documented in ``docs/kineto.md``.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Sequence
 from operator import attrgetter
@@ -16,6 +15,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from tracekit.parsers.kernel_names import function_name
 from tracekit.parsers.kineto_events import (
     DRIVER,
     EMPTY_ARGS,
@@ -61,17 +61,6 @@ _INSERT_SQL: dict[str, str] = {
     """,
 }
 _PROFILER_STEP = r"^ProfilerStep#\d+\n?$"  # 2021 files record ProfilerStep#N as an Operator
-# Unqualified kernel name: drop "void ", anonymous namespaces, template arguments and parameters.
-_BARE_NAME = re.compile(r"(?:void )?([^<(]*)")
-_QUALIFIER = re.compile(r"^.*::")
-
-
-def short_name(name: str) -> str:
-    """``void ns::(anonymous namespace)::gemm<float>(float*)`` -> ``gemm``; the name itself if that is empty."""
-    bare = _BARE_NAME.match(name.replace("(anonymous namespace)::", ""))
-    return (_QUALIFIER.sub("", bare.group(1), count=1) if bare else "") or name
-
-
 class TableWriter:
     """Appends one file's events to the store tables of ``con``; keeps the per-file facts it meets."""
 
@@ -137,7 +126,7 @@ class TableWriter:
         """Short names, each distinct name worked out once per file."""
         encoded = pc.dictionary_encode(names)
         cache = self._short_names
-        shorts = [cache.get(n) or cache.setdefault(n, short_name(n)) for n in encoded.dictionary.to_pylist()]
+        shorts = [cache.get(n) or cache.setdefault(n, function_name(n)) for n in encoded.dictionary.to_pylist()]
         return pc.take(pa.array(shorts, pa.string()), encoded.indices)
 
     def _insert(self, tables: tuple[str, ...], destination: str, events: Sequence[Event],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import duckdb
 
-STORE_SCHEMA_VERSION = 1
+STORE_SCHEMA_VERSION = 2
 
 TABLES: dict[str, str] = {
     # One row per input file.

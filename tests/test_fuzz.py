@@ -61,7 +61,7 @@ def device_ops(draw: st.DrawFn) -> DeviceOps:
     le = np.where(tid >= 0, ls + np.minimum(lead, 5), -1)
     columns = dict(rank=0, device_id=0, start_ns=start, end_ns=start + dur, stream_id=np.zeros(n, np.int64),
                    cls=cls, name=cls.copy(), pid=np.ones(n, np.int64), launch_tid=tid, launch_start_ns=ls,
-                   launch_end_ns=le, in_graph=np.zeros(n, bool), op_index=np.arange(n, dtype=np.int64))
+                   launch_end_ns=le, in_graph=np.zeros(n, bool))
     if "cls_code" in {f.name for f in fields(DeviceOps)}:  # the coded form: names index a vocabulary
         vocabulary, code = np.unique(cls.astype(str), return_inverse=True)
         vocabulary, code = vocabulary.astype(object), code.astype(np.int32)

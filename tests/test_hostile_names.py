@@ -179,10 +179,10 @@ def test_ncu_commands_parse_and_run_exactly_the_intended_argv(analysed: dict) ->
         app = ["python3", *APP_ARGS] if analysed["fmt"] == "nsys" else [APP_PLACEHOLDER]
         graph = ["--graph-profiling", "node"] if t["in_graph"] else []
         out_name = argv[-2 - len(app)]
-        assert argv == ["--kernel-name-base", "demangled", "--kernel-name", argv[3], "--launch-skip",
+        assert argv == ["--kernel-name-base", "function", "--kernel-name", argv[3], "--launch-skip",
                         str(t["launch_skip"]), "--launch-count", "1", "--set", "full", *graph, "-o", out_name,
                         "--", *app]
-        assert argv[3].startswith("regex:") and re.fullmatch(argv[3][len("regex:"):], t["kernel"])
+        assert argv[3].startswith("regex:") and re.fullmatch(argv[3][len("regex:"):], t["function"])
         assert re.fullmatch(r"tracekit_\d+_[A-Za-z0-9_.-]+", out_name)
         assert len(argv[3]) < 128 * 1024  # one argument of execve
     assert not list(cwd.rglob("pwned*")) and not Path("pwned").exists()

@@ -65,23 +65,6 @@ def test_random_times_match_decimal_arithmetic() -> None:
     assert end.to_pylist() == [int((Decimal(t) + Decimal(d)) * 1000) for t, d in zip(ts, dur, strict=True)]
 
 
-@pytest.mark.parametrize(
-    ("name", "short"),
-    [
-        ("void at::native::(anonymous namespace)::gemm<float>(float*)", "gemm"),
-        ("void flash_fwd_kernel<Flash_fwd_kernel_traits<128> >(Flash_fwd_params)", "flash_fwd_kernel"),
-        ("sm90_xmma_gemm_bf16bf16", "sm90_xmma_gemm_bf16bf16"),
-        ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
-         "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"),
-        ("a::b::c", "c"),
-        ("<lambda>()", "<lambda>()"),  # nothing before the template: the name itself
-        ("", ""),
-    ],
-)
-def test_short_name_matches_the_store_rule(name: str, short: str) -> None:
-    assert kineto_tables.short_name(name) == short
-
-
 def test_route_counts_skipped_by_category_and_phase() -> None:
     events = [{"ph": "X", "cat": "kernel"}, {"ph": "X", "cat": "ac2g"}, {"ph": "s", "cat": "ac2g"},
               {"ph": "i", "name": "Record Window End"}, {"ph": "X", "cat": ""}, {"ph": "M", "name": "process_name"},

@@ -1,9 +1,12 @@
 """Nsight Compute targets: the kernels of over-budget classes, each with a ready-to-run ``ncu`` command.
 
-The kernel is selected by its full demangled name (``--kernel-name-base demangled``, an anchored and
-escaped ``regex:``), and ``--launch-skip`` is the number of earlier launches of that same name in its
-process, so ncu profiles the very instance the trace shows in the median step. Every argument is
-shell-quoted: kernel names are untrusted text.
+The kernel is selected by its function name (``--kernel-name-base function``, an anchored and escaped
+``regex:``) and ``--launch-skip`` is the number of earlier launches of kernels with that function name in
+its process, so ncu profiles the very instance the trace shows in the median step. The full demangled
+name cannot be used: ncu's demangler spells templates and lambdas differently from CUPTI's (seen on an
+H200 with ncu 2025.3: ``elementwise_kernel<128, 2, ...{lambda()#3}...>`` in the trace is
+``elementwise_kernel<(int)128, (int)2, ...[lambda() (instance 3)]...>`` to ncu), so a demangled-name
+filter matched nothing. Every argument is shell-quoted: kernel names are untrusted text.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ def _escape(text: str) -> str:
 
 
 def _name_regex(kernel: str) -> str:
-    """Anchored regex matching exactly ``kernel``; control characters as \\xHH so the line stays printable.
+    """Anchored regex matching exactly the name ``kernel``; control characters as \\xHH so the line stays
+    printable.
 
     A name over MAX_NAME_CHARS is matched by its first and last MAX_NAME_CHARS/2 characters with anything
     between: execve refuses a single argument over 128 KiB, so the full regex could not run at all."""
@@ -51,9 +55,9 @@ def _name_regex(kernel: str) -> str:
     return f"regex:^{_escape(kernel[:half])}[\\s\\S]*{_escape(kernel[-half:])}$"
 
 
-def ncu_command(kernel: str, launch_skip: int, out_name: str, in_graph: bool, app: str | None) -> str:
-    """One safely quoted ncu command line profiling one launch of ``kernel``."""
-    args = ["ncu", "--kernel-name-base", "demangled", "--kernel-name", _name_regex(kernel),
+def ncu_command(function: str, launch_skip: int, out_name: str, in_graph: bool, app: str | None) -> str:
+    """One safely quoted ncu command line profiling launch ``launch_skip`` of kernels named ``function``."""
+    args = ["ncu", "--kernel-name-base", "function", "--kernel-name", _name_regex(function),
             "--launch-skip", str(launch_skip), "--launch-count", "1", "--set", "full"]
     if in_graph:
         args += ["--graph-profiling", "node"]
@@ -97,7 +101,10 @@ def ncu_targets(con: duckdb.DuckDBPyConnection, results: list[Any], classes: lis
                         "in_graph": in_graph})
     targets.sort(key=lambda t: -t["excess_ns"])
     targets = targets[:limit]
+    function_of = dict(con.execute("SELECT name, fn FROM op_names WHERE NOT is_memop AND name IN (SELECT unnest($n))",
+                                   {"n": [t["kernel"] for t in targets]}).fetchall())
     for i, t in enumerate(targets):
         out_name = f"tracekit_{i + 1}_{_safe_file_stem(t['class'])}"
-        t["command"] = ncu_command(t["kernel"], t["launch_skip"], out_name, t["in_graph"], app)
+        t["function"] = function_of[t["kernel"]]
+        t["command"] = ncu_command(t["function"], t["launch_skip"], out_name, t["in_graph"], app)
     return targets

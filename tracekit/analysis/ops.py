@@ -38,7 +38,6 @@ class DeviceOps:
     launch_start_ns: np.ndarray  # -1 where unknown
     launch_end_ns: np.ndarray
     in_graph: np.ndarray  # bool: launched as part of a CUDA/HIP graph
-    op_index: np.ndarray | None  # per-name launch index in the process (ncu --launch-skip); see launch_skips
     cls_code: np.ndarray  # int32 per op: index into class_names (cls == class_names[cls_code])
     class_names: np.ndarray  # object array of the distinct class names
     name_code: np.ndarray  # int32 per op: index into names (name == names[name_code])
@@ -73,11 +72,15 @@ def prepare(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> list[tuple[int
     """Register kernel classes and the op-name vocabulary; return the (rank, device) pairs."""
     register_classes(con, rules)
     # One code per kernel name (with its class) and per memop kind (its own class); codes index the vocabulary.
+    # ``fn`` is the kernel's function name (the store's short name): what ncu's --kernel-name-base function
+    # matches, since ncu's demangler spells templates and lambdas unlike CUPTI's.
     con.execute("""
         CREATE OR REPLACE TEMP TABLE op_names AS
-        SELECT (row_number() OVER (ORDER BY is_memop, name) - 1)::INTEGER AS code, name, class, is_memop
-        FROM (SELECT name, class, FALSE AS is_memop FROM kernel_class
-              UNION ALL SELECT DISTINCT kind, kind, TRUE FROM memops WHERE kind IS NOT NULL)
+        SELECT (row_number() OVER (ORDER BY is_memop, name) - 1)::INTEGER AS code, name, class, is_memop, fn
+        FROM (SELECT c.name, c.class, FALSE AS is_memop, coalesce(nullif(s.fn, ''), c.name) AS fn
+              FROM kernel_class c LEFT JOIN (SELECT name, min(short_name) AS fn FROM kernels GROUP BY name) s
+                USING (name)
+              UNION ALL SELECT DISTINCT kind, kind, TRUE, kind FROM memops WHERE kind IS NOT NULL)
     """)
     return [tuple(r) for r in con.execute("""
         SELECT DISTINCT rank, device_id FROM kernels ORDER BY rank, device_id
@@ -169,16 +172,17 @@ def _device_ops(table: pa.Table, vocab: Vocabulary, rank: int, device_id: int) -
         stream_id=col("stream_id", np.int64), cls=vocab.class_names[cls_code], name=vocab.names[code],
         pid=col("pid", np.int64), launch_tid=col("launch_tid", np.int64),
         launch_start_ns=col("launch_start_ns", np.int64), launch_end_ns=col("launch_end_ns", np.int64),
-        in_graph=col("in_graph", bool), op_index=None, cls_code=cls_code, class_names=vocab.class_names,
+        in_graph=col("in_graph", bool), cls_code=cls_code, class_names=vocab.class_names,
         name_code=code, names=vocab.names,
     )
 
 
 def launch_skips(con: duckdb.DuckDBPyConnection, ops: DeviceOps, picked: np.ndarray) -> np.ndarray:
     """For the ops at indices ``picked``, each the first of its name and process among ops in a window: how
-    many operations of that name and process come before it on the whole device, i.e. ncu's
-    ``--launch-skip``. One pass over the device in SQL. Being first, an op has no tie before it in
-    ``ORDER`` beyond (start, end, stream), so the launch columns need not be read."""
+    many launches of a kernel with the same function name in that process come before it on the whole
+    device, i.e. ncu's ``--launch-skip`` under ``--kernel-name-base function`` (ncu counts only the
+    launches its name filter matches). One pass over the device in SQL. Being first, an op has no tie
+    before it in ``ORDER`` beyond (start, end, stream), so the launch columns need not be read."""
     if picked.size == 0:
         return np.zeros(0, dtype=np.int64)
     probe = pa.table({"i": np.arange(picked.size), "pid": ops.pid[picked], "code": ops.name_code[picked],
@@ -187,15 +191,16 @@ def launch_skips(con: duckdb.DuckDBPyConnection, ops: DeviceOps, picked: np.ndar
     try:
         rows = con.execute("""
             WITH d AS (
-                SELECT k.start_ns, k.end_ns, coalesce(k.stream_id, -1) AS stream_id, n.code, coalesce(k.pid, -1) AS pid
+                SELECT k.start_ns, k.end_ns, coalesce(k.stream_id, -1) AS stream_id, n.fn, coalesce(k.pid, -1) AS pid
                 FROM kernels k JOIN op_names n ON n.name = k.name AND NOT n.is_memop
                 WHERE k.rank = $rank AND k.device_id = $device
                 UNION ALL
-                SELECT m.start_ns, m.end_ns, coalesce(m.stream_id, -1), n.code, coalesce(m.pid, -1)
+                SELECT m.start_ns, m.end_ns, coalesce(m.stream_id, -1), n.fn, coalesce(m.pid, -1)
                 FROM memops m JOIN op_names n ON n.name = m.kind AND n.is_memop
-                WHERE m.rank = $rank AND m.device_id = $device)
-            SELECT p.i, count(d.start_ns) FROM launch_probe p
-            LEFT JOIN d ON d.pid = p.pid AND d.code = p.code AND (d.start_ns, d.end_ns, d.stream_id) < (p.s, p.e, p.st)
+                WHERE m.rank = $rank AND m.device_id = $device),
+            p AS (SELECT p.*, n.fn FROM launch_probe p JOIN op_names n ON n.code = p.code)
+            SELECT p.i, count(d.start_ns) FROM p
+            LEFT JOIN d ON d.pid = p.pid AND d.fn = p.fn AND (d.start_ns, d.end_ns, d.stream_id) < (p.s, p.e, p.st)
             GROUP BY p.i ORDER BY p.i
         """, {"rank": ops.rank, "device": ops.device_id}).fetchall()
     finally:

@@ -1,0 +1,33 @@
+"""A real PyTorch-profiler capture from an H200 (bench/device/qwen3_decode.py, unfused decode attention in CUDA
+graphs): tracekit's ncu targets on it must stay the ones that ncu, run on that GPU, profiled exactly
+(bench/device/results/check_ncu.json records the function, grid and block it saw)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from tracekit.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACE = ROOT / "fixtures" / "h200" / "qwen3_b64_p2048_graphs_math.pt.trace.json.gz"
+CHECK = ROOT / "bench" / "device" / "results" / "check_ncu.json"
+
+
+def test_ncu_targets_are_the_launches_ncu_profiled_on_the_gpu(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, [
+        "analyze", str(TRACE), "--config", "qwen3-8b-tp1-h100", "--set", "hardware=h200", "--batch", "64",
+        "--context", "2052", "--skip-steps", "1", "--format", "json", "--cache-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["verdict"] == "kernel" and report["steps"]["count"] == 8
+    checked = json.loads(CHECK.read_text())["ncu_checks"]
+    assert all(c["profiled"] and c["function_matches"] and c["grid_matches"] and c["block_matches"] for c in checked)
+    targets = {(t["function"], t["launch_skip"]): t for t in report["ncu_targets"]}
+    for c in checked:
+        target = targets[(c["function"], c["launch_skip"])]
+        assert (target["kernel"], target["in_graph"]) == (c["kernel"], c["in_graph"])
+        assert f"--kernel-name-base function --kernel-name 'regex:^{c['function']}$' --launch-skip {c['launch_skip']}" \
+            in target["command"]
