@@ -15,7 +15,10 @@ import math
 from dataclasses import dataclass
 
 OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
-TOPOLOGIES = ("ring", "tree", "mesh2d", "torus2d", "fully_connected", "switch", "hierarchical")
+TOPOLOGIES = ("ring", "tree", "mesh2d", "torus2d", "fully_connected", "switch", "nvls", "hierarchical")
+# NVLink SHARP: the switch's share of the link it reaches for in-switch reduction and multicast. NCCL's own
+# tuning model (NVIDIA/nccl, `nvlsEfficiency`: Hopper 0.85, Blackwell 0.74; none before Hopper).
+NVLS_EFFICIENCY = 0.85
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,16 @@ def _direct(op: str, s: float, n: int, bw: float, hop_s: float) -> tuple[float, 
     return s / bw, hop_s, 1
 
 
+def _nvls(op: str, s: float, n: int, bw: float, hop_s: float) -> tuple[float, float, int]:
+    """NVLink SHARP all-reduce: each GPU sends its buffer into the switch's reduction and its 1/n share of
+    the multicast, and receives its reduced share and the whole multicast result: S (1 + 1/n) each way
+    (the factor NVIDIA/nccl#2140 applies), at the switch's efficiency. Two switch crossings. Other
+    collectives run as rings over the switch."""
+    if op == "allreduce":
+        return s * (1 + 1 / n) / (bw * NVLS_EFFICIENCY), 2 * hop_s, 2
+    return _ring(op, s, n, bw, hop_s)
+
+
 def _tree(op: str, s: float, n: int, bw: float, hop_s: float) -> tuple[float, float, int]:
     """Pipelined double binary tree (NCCL): ring bandwidth, 2 log2(n) latency steps for all-reduce."""
     depth = max(math.ceil(math.log2(n)), 1)
@@ -170,6 +183,8 @@ def collective_time(op: str, size_bytes: float, topo: Topology) -> CollectiveTim
         ser, lat, steps = _tree(op, size_bytes, n, topo.link_bytes_per_s, hop)
     elif topo.kind == "switch":  # NCCL rings over a non-blocking switch: each hop crosses it
         ser, lat, steps = _ring(op, size_bytes, n, topo.link_bytes_per_s, hop)
+    elif topo.kind == "nvls":
+        ser, lat, steps = _nvls(op, size_bytes, n, topo.link_bytes_per_s, hop)
     elif topo.kind == "fully_connected":
         ser, lat, steps = _direct(op, size_bytes, n, topo.link_bytes_per_s, topo.link_latency_s)
     elif topo.kind in ("mesh2d", "torus2d"):
