@@ -31,3 +31,17 @@ def test_ncu_targets_are_the_launches_ncu_profiled_on_the_gpu(tmp_path: Path) ->
         assert (target["kernel"], target["in_graph"]) == (c["kernel"], c["in_graph"])
         assert f"--kernel-name-base function --kernel-name 'regex:^{c['function']}$' --launch-skip {c['launch_skip']}" \
             in target["command"]
+
+
+def _caveat_kinds(path: Path, cache: Path) -> set[str]:
+    result = CliRunner().invoke(main, ["info", str(path), "--format", "json", "--cache-dir", str(cache)])
+    assert result.exit_code == 0, result.output
+    return {c["kind"] for c in json.loads(result.output)["caveats"]}
+
+
+def test_a_capture_from_process_start_has_exact_skips_and_a_late_one_says_it(tmp_path: Path,
+                                                                             shared_traces: Path) -> None:
+    """The H200 capture starts at ProfilerStep#0; HTA's call-stack sample starts at ProfilerStep#552, so
+    launches before it are missing and --launch-skip cannot count them."""
+    assert "late_start" not in _caveat_kinds(TRACE, tmp_path)
+    assert "late_start" in _caveat_kinds(shared_traces / "torch" / "hta__call_stack__backward_thread.json", tmp_path)

@@ -155,8 +155,8 @@ def _ncu_section(report: dict[str, Any]) -> str:
                 f"kernel (here {esc(report['verdict'])}).</p></section>")
     items = []
     for i, t in enumerate(targets):
-        items.append(f"<h3>{i + 1}. {esc(t['class'])}: {esc(ms(t['excess_ns']))} over budget, launch skip "
-                     f"{esc(t['launch_skip'])}{' (in a graph)' if t['in_graph'] else ''}</h3>"
+        items.append(f"<h3>{i + 1}. {esc(t['class'])}: {esc(ms(t['excess_ns']))} over budget; {esc(t['function'])}, "
+                     f"launch skip {esc(t['launch_skip'])}{' (in a graph)' if t['in_graph'] else ''}</h3>"
                      f'<div class="cmd"><button type="button" class="copy" data-copy="ncu-{i}">copy</button>'
                      f'<pre id="ncu-{i}">{esc(t["command"])}</pre></div>')
     return f"<section><h2>Nsight Compute targets</h2>{''.join(items)}</section>"

@@ -34,7 +34,8 @@ def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None
 
 
 def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
-    """Caveats per rank: whole-graph capture, no NVTX/annotations, unmatched launches, reader notes."""
+    """Caveats per rank: whole-graph capture, no NVTX/annotations, unmatched launches, a profiler capture that
+    began after the process's first steps, reader notes."""
     caveats: list[Caveat] = []
     graph_sql = """
         WITH g AS (
@@ -72,6 +73,15 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
     for rank, n in unmatched:
         caveats.append(Caveat("unmatched_launch", rank, f"rank {rank}: {n} kernels without their launch call in "
                               "the capture (launched before it began, or API tracing off)"))
+    late = con.execute(r"""
+        SELECT rank, min(CAST(regexp_extract(name, '^ProfilerStep#(\d+)\n?$', 1) AS BIGINT)) AS first_step
+        FROM ranges WHERE regexp_matches(name, '^ProfilerStep#\d+\n?$') GROUP BY rank HAVING first_step > 0
+        ORDER BY rank
+    """).fetchall()
+    for rank, first_step in late:
+        caveats.append(Caveat("late_start", rank, f"rank {rank}: the capture starts at ProfilerStep#{first_step}: "
+                              "kernels launched before it are not in the trace, so an ncu --launch-skip counts from "
+                              "the capture's first launch (profile from process start for exact skips)"))
     for rank, kind, count, detail in con.execute(
         "SELECT rank, kind, count, detail FROM read_notes ORDER BY rank, kind, detail"
     ).fetchall():

@@ -72,7 +72,7 @@ def report_document(report: dict[str, Any]) -> Document:
                                            "top kernel": pl.String})))
     if report["ncu_targets"]:
         tables.append(Table("Nsight Compute targets", pl.DataFrame([{
-            "class": t["class"], "kernel": t["kernel"], "excess ms": _ms(t["excess_ns"]),
+            "class": t["class"], "function": t["function"], "kernel": t["kernel"], "excess ms": _ms(t["excess_ns"]),
             "launch skip": t["launch_skip"], "in graph": t["in_graph"],
         } for t in report["ncu_targets"]])))
     doc = Document(f"tracekit analyze: {report['verdict']}", tables, notes)

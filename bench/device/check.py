@@ -6,7 +6,7 @@ targets, the top target's command is run exactly as printed, with tracekit's app
 replaced by the same program with ``--no-profile``. The kernel ncu profiled is then compared with the
 launch the trace shows at that ``--launch-skip`` (name, grid, block). Everything goes to OUT/check.json.
 
-Usage: python bench/device/check.py OUT [POINT...]   (default: every point in POINTS)
+Usage: python bench/device/check.py OUT [--no-ncu] [POINT...]   (default: every point in POINTS)
 """
 
 from __future__ import annotations
@@ -25,9 +25,11 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 APP = [sys.executable, str(HERE / "qwen3_decode.py")]
 PLACEHOLDER = shlex.quote("<your application command>")
-# Operating points, each BATCH,PROMPT[,graphs][,math]: eager decode is host-bound, CUDA graphs remove most
-# launches, and unfused decode attention (math) makes one kernel class slow.
-POINTS = ["8,1024", "64,2048", "8,1024,graphs", "64,2048,graphs", "64,2048,graphs,math"]
+# Operating points, each BATCH,PROMPT[,graphs][,warm][,math]: eager decode is host-bound, CUDA graphs remove
+# most launches (warm: each graph uploaded by a replay during set-up, as serving engines do), and unfused
+# decode attention (math) makes one kernel class slow.
+POINTS = ["8,1024", "64,2048", "8,1024,graphs", "64,2048,graphs", "64,2048,graphs,math", "8,1024,warm",
+          "64,2048,warm"]
 STEPS = 8
 NCU_TARGETS = 2
 NCU_METRICS = ("gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,"
@@ -118,7 +120,14 @@ def ncu_check(target: dict[str, Any], app: list[str], trace: Path, ncu_dir: Path
     return check
 
 
-def main(out: Path, points: list[str]) -> None:
+def graph_launch_us_p50(trace: Path) -> float | None:
+    """Median host time of cudaGraphLaunch in the trace (None without graph launches)."""
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    durations = sorted(e["dur"] for e in events if e.get("name") == "cudaGraphLaunch" and "dur" in e)
+    return durations[len(durations) // 2] if durations else None
+
+
+def main(out: Path, points: list[str], ncu: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
     log = out / "check.log"
     result: dict[str, Any] = {"points": []}
@@ -128,13 +137,15 @@ def main(out: Path, points: list[str]) -> None:
         name = "_".join([f"b{batch}", f"p{prompt}", *flags])
         trace = out / f"qwen3_{name}.pt.trace.json.gz"
         app = APP + ["--batch", batch, "--prompt", prompt, "--steps", str(STEPS)] + \
-            (["--graphs"] if "graphs" in flags else []) + (["--decode-attention", "math"] if "math" in flags else [])
+            (["--graphs"] if "graphs" in flags else []) + (["--warm-graphs"] if "warm" in flags else []) + \
+            (["--decode-attention", "math"] if "math" in flags else [])
         rc, secs = run(app + ["--trace", str(trace)], log)
         point: dict[str, Any] = {"name": name, "capture_rc": rc, "capture_s": round(secs, 1)}
         result["points"].append(point)
         if rc != 0:
             continue
         point["trace_bytes"] = trace.stat().st_size
+        point["graph_launch_us_p50"] = graph_launch_us_p50(trace)
         report = out / f"report_{name}.json"
         context = int(prompt) + STEPS // 2  # the mean KV length over the decode steps
         point["analyze_rc"], secs = analyze(trace, report, int(batch), context, log, "json")
@@ -150,7 +161,7 @@ def main(out: Path, points: list[str]) -> None:
             firsts = {t["function"]: t for t in reversed(doc["ncu_targets"])}
             target_point = (sorted(firsts.values(), key=lambda t: -t["excess_ns"])[:NCU_TARGETS], app, trace)
         json.dump(result, (out / "check.json").open("w"), indent=1)
-    if target_point:
+    if target_point and ncu:
         targets, app, trace = target_point
         result["ncu_checks"] = [ncu_check(t, app, trace, out / f"ncu{i}", log) for i, t in enumerate(targets)]
     json.dump(result, (out / "check.json").open("w"), indent=1)
@@ -158,4 +169,5 @@ def main(out: Path, points: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2:] or POINTS)
+    args = sys.argv[2:]
+    main(Path(sys.argv[1]), [a for a in args if a != "--no-ncu"] or POINTS, "--no-ncu" not in args)
