@@ -111,8 +111,9 @@ def render() -> str:
         "  assume tuned GEMMs (Calculon's efficiency table, 0.95 of peak for large GEMMs) where the 2021 stack",
         "  reached 44 % of peak counting recomputation, so the test is an expected failure.",
         "- NVLS rows: S (1 + 1/n) each way through the switch at NCCL's own NVLS efficiency (0.85 on Hopper, its",
-        "  tuning model), on top of the 0.8 link efficiency. The floors of `floor`, `predict` and `analyze` still",
-        "  time all-reduce as a ring (the calibrated ring busbw), so on Hopper they are not optimistic about it.",
+        "  tuning model), on top of the 0.8 link efficiency. Training steps (`predict`, training budgets) take the",
+        "  faster of ring and NVLS for an all-reduce inside an H100, H200 or B200 node; the inference floor's byte",
+        "  model still times every collective at the ring busbw (decode all-reduces are small and latency-bound).",
         "",
     ]
     return "\n".join(lines)

@@ -12,12 +12,12 @@ inference floor uses.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
 TOPOLOGIES = ("ring", "tree", "mesh2d", "torus2d", "fully_connected", "switch", "nvls", "hierarchical")
-# NVLink SHARP: the switch's share of the link it reaches for in-switch reduction and multicast. NCCL's own
-# tuning model (NVIDIA/nccl, `nvlsEfficiency`: Hopper 0.85, Blackwell 0.74; none before Hopper).
+# NVLink SHARP: the switch's share of the link it reaches for in-switch reduction and multicast, by default
+# Hopper's in NCCL's own tuning model (NVIDIA/nccl `nvlsEfficiency`: Hopper 0.85, Blackwell 0.74).
 NVLS_EFFICIENCY = 0.85
 
 
@@ -32,6 +32,7 @@ class Topology:
     link_bytes_per_s: float
     link_latency_s: float = 0.0
     switch_latency_s: float = 0.0
+    nvls_efficiency: float = NVLS_EFFICIENCY
     dims: tuple[int, int] = (0, 0)
     gpus_per_node: int = 0
     inter_bytes_per_s: float = 0.0
@@ -105,13 +106,13 @@ def _direct(op: str, s: float, n: int, bw: float, hop_s: float) -> tuple[float, 
     return s / bw, hop_s, 1
 
 
-def _nvls(op: str, s: float, n: int, bw: float, hop_s: float) -> tuple[float, float, int]:
+def _nvls(op: str, s: float, n: int, bw: float, hop_s: float, eff: float) -> tuple[float, float, int]:
     """NVLink SHARP all-reduce: each GPU sends its buffer into the switch's reduction and its 1/n share of
     the multicast, and receives its reduced share and the whole multicast result: S (1 + 1/n) each way
     (the factor NVIDIA/nccl#2140 applies), at the switch's efficiency. Two switch crossings. Other
     collectives run as rings over the switch."""
     if op == "allreduce":
-        return s * (1 + 1 / n) / (bw * NVLS_EFFICIENCY), 2 * hop_s, 2
+        return s * (1 + 1 / n) / (bw * eff), 2 * hop_s, 2
     return _ring(op, s, n, bw, hop_s)
 
 
@@ -184,7 +185,7 @@ def collective_time(op: str, size_bytes: float, topo: Topology) -> CollectiveTim
     elif topo.kind == "switch":  # NCCL rings over a non-blocking switch: each hop crosses it
         ser, lat, steps = _ring(op, size_bytes, n, topo.link_bytes_per_s, hop)
     elif topo.kind == "nvls":
-        ser, lat, steps = _nvls(op, size_bytes, n, topo.link_bytes_per_s, hop)
+        ser, lat, steps = _nvls(op, size_bytes, n, topo.link_bytes_per_s, hop, topo.nvls_efficiency)
     elif topo.kind == "fully_connected":
         ser, lat, steps = _direct(op, size_bytes, n, topo.link_bytes_per_s, topo.link_latency_s)
     elif topo.kind in ("mesh2d", "torus2d"):
@@ -204,10 +205,21 @@ def gpu_topology(gpu, n: int, achievable: bool = True) -> Topology:
     return Topology("hierarchical", n, up, gpus_per_node=g, inter_bytes_per_s=gpu.scaleout_bytes_per_s)
 
 
+def node_collective_time(op: str, size_bytes: float, topo: Topology, nvls_efficiency: float) -> CollectiveTime:
+    """``collective_time`` on ``topo``; inside one NVSwitch node whose switch reduces (nvls_efficiency > 0),
+    an all-reduce takes the faster of the ring and NVLink SHARP, as NCCL's tuner picks (NVLS wins from
+    about 5 GPUs: NVIDIA/nccl#1455 measured ring-equal busbw on 2-4 H100s and 480 GB/s on 8)."""
+    ring = collective_time(op, size_bytes, topo)
+    if op != "allreduce" or topo.kind != "switch" or nvls_efficiency <= 0:
+        return ring
+    nvls = collective_time(op, size_bytes, replace(topo, kind="nvls", nvls_efficiency=nvls_efficiency))
+    return min(ring, nvls, key=lambda c: c.time_s)
+
+
 def gpu_collective_s(gpu, op: str, size_bytes: float, n: int, achievable: bool = True) -> float:
     """Seconds of one collective among n ranks of catalog GPUs; achievable adds aiconfigurator's 10 us
     p2p latency once per collective, as the inference floor does (no per-hop latency is sourced)."""
     if n <= 1 or size_bytes <= 0:
         return 0.0
-    t = collective_time(op, size_bytes, gpu_topology(gpu, n, achievable)).time_s
+    t = node_collective_time(op, size_bytes, gpu_topology(gpu, n, achievable), gpu.nvls_efficiency).time_s
     return t + (gpu.net_latency_ns * 1e-9 if achievable else 0.0)

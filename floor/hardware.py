@@ -27,6 +27,7 @@ class GpuSpec:
     hbm_efficiency: float
     net_latency_ns: float
     compute_efficiency_gflop: tuple[tuple[float, float], ...]
+    nvls_efficiency: float = 0.0  # NVLink SHARP in-switch all-reduce; 0 where the node has none
 
     def peak_flops_per_s(self, dtype: str) -> float:
         """Physical dense tensor peak for a GEMM dtype; FP8 falls back to BF16 where there is no FP8 unit."""
@@ -87,6 +88,7 @@ def _catalog() -> dict[str, GpuSpec]:
             hbm_efficiency=float(merged["hbm_efficiency"]),
             net_latency_ns=float(merged["net_latency_ns"]),
             compute_efficiency_gflop=table,
+            nvls_efficiency=float(merged.get("nvls_efficiency", 0.0)),
             **kwargs,
         )
     return out

@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .collectives import Topology, bus_factor, collective_time
+from .collectives import Topology, bus_factor, node_collective_time
 from .efficiency import KernelTime, KernelWork, hierarchy, kernel_time
 from .flash import AttnCost, AttnShape, attention_cost
 from .layout import kv_heads_per_gpu
@@ -77,7 +77,7 @@ def _group_s(cfg: DeploymentConfig, op: str, size: float, n: int, ranks_per_node
         topo = Topology("switch", n, up)
     else:
         topo = Topology("hierarchical", n, up, gpus_per_node=ranks_per_node, inter_bytes_per_s=hw.scaleout_bytes_per_s)
-    return collective_time(op, size, topo).time_s + (hw.net_latency_ns * 1e-9 if ach else 0.0)
+    return node_collective_time(op, size, topo, hw.nvls_efficiency).time_s + (hw.net_latency_ns * 1e-9 if ach else 0.0)
 
 
 def _micro_batch(cfg: DeploymentConfig, lay: TrainLayout, acc: _Acc) -> None:

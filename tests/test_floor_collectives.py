@@ -97,7 +97,15 @@ def test_nvls_beats_the_ring_only_for_all_reduce():
 
 
 def test_catalog_collective_adds_one_latency_per_collective():
+    a100 = get_gpu("a100")  # no NVLink SHARP: the ring over NVSwitch
+    t = gpu_collective_s(a100, "allreduce", GB, 8)
+    assert t == pytest.approx(2 * 7 / 8 * GB / a100.scaleup_achievable_bytes_per_s + a100.net_latency_ns * 1e-9)
+    assert gpu_collective_s(a100, "allreduce", GB, 1) == 0.0
+
+
+def test_hopper_all_reduce_takes_nvls_on_8_gpus_and_the_ring_on_2():
     h100 = get_gpu("h100")
-    t = gpu_collective_s(h100, "allreduce", GB, 8)
-    assert t == pytest.approx(2 * 7 / 8 * GB / h100.scaleup_achievable_bytes_per_s + h100.net_latency_ns * 1e-9)
-    assert gpu_collective_s(h100, "allreduce", GB, 1) == 0.0
+    up, lat = h100.scaleup_achievable_bytes_per_s, h100.net_latency_ns * 1e-9
+    assert gpu_collective_s(h100, "allreduce", GB, 8) == pytest.approx(GB * (1 + 1 / 8) / (up * 0.85) + lat)
+    assert gpu_collective_s(h100, "allreduce", GB, 2) == pytest.approx(GB / up + lat)  # 2(n-1)/n = 1 < 1.5/0.85
+    assert gpu_collective_s(h100, "allgather", GB, 8) == pytest.approx(7 / 8 * GB / up + lat)
