@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,12 @@ def test_capture_on_other_gpu_than_the_config_is_inconclusive(tmp_path: Path) ->
     assert any("NVIDIA H20" in r and "h200" in r for r in report["reasons"])
     _, report = analyze_json(path, "--config", CONFIG)
     assert report["verdict"] == "kernel" and report["floor"]["hardware"] == "h20"
+
+
+@pytest.mark.parametrize(("trigger", "late"), [("Immediate", False), ("CudaProfilerApi", True)])
+def test_a_triggered_nsys_capture_says_launch_skips_start_at_the_capture(tmp_path: Path, trigger: str,
+                                                                         late: bool) -> None:
+    spec, _ = decode_capture(budgets(), slow_class="attn_core")
+    _, report = analyze_json(write(replace(spec, start_trigger=trigger), tmp_path, "nsys"), "--config", CONFIG)
+    assert report["ncu_targets"]
+    assert any("starts at a CudaProfilerApi start" in c for c in report["caveats"]) is late

@@ -74,14 +74,22 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
         caveats.append(Caveat("unmatched_launch", rank, f"rank {rank}: {n} kernels without their launch call in "
                               "the capture (launched before it began, or API tracing off)"))
     late = con.execute(r"""
-        SELECT rank, min(CAST(regexp_extract(name, '^ProfilerStep#(\d+)\n?$', 1) AS BIGINT)) AS first_step
-        FROM ranges WHERE regexp_matches(name, '^ProfilerStep#\d+\n?$') GROUP BY rank HAVING first_step > 0
+        SELECT rank, 'ProfilerStep#' || min(CAST(regexp_extract(name, '^ProfilerStep#(\d+)\n?$', 1) AS BIGINT))
+        FROM ranges WHERE regexp_matches(name, '^ProfilerStep#\d+\n?$') GROUP BY rank
+        HAVING min(CAST(regexp_extract(name, '^ProfilerStep#(\d+)\n?$', 1) AS BIGINT)) > 0
         ORDER BY rank
     """).fetchall()
-    for rank, first_step in late:
-        caveats.append(Caveat("late_start", rank, f"rank {rank}: the capture starts at ProfilerStep#{first_step}: "
-                              "kernels launched before it are not in the trace, so an ncu --launch-skip counts from "
-                              "the capture's first launch (profile from process start for exact skips)"))
+    late += con.execute("""
+        SELECT rank, 'a ' || coalesce(nullif(trigger, 'Immediate'), 'delayed') || ' start' FROM (
+            SELECT rank, max(value) FILTER (WHERE key = 'START_TRIGGER') AS trigger,
+                   max(TRY_CAST(value AS BIGINT)) FILTER (WHERE key = 'START_DELAY_MS') AS delay_ms
+            FROM trace_meta GROUP BY rank)
+        WHERE coalesce(trigger, 'Immediate') <> 'Immediate' OR coalesce(delay_ms, 0) > 0 ORDER BY rank
+    """).fetchall()
+    for rank, start in late:
+        caveats.append(Caveat("late_start", rank, f"rank {rank}: the capture starts at {start}: kernels launched "
+                              "before it are not in the trace, so an ncu --launch-skip counts from the capture's "
+                              "first launch (profile from process start for exact skips)"))
     for rank, kind, count, detail in con.execute(
         "SELECT rank, kind, count, detail FROM read_notes ORDER BY rank, kind, detail"
     ).fetchall():
