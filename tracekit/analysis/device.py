@@ -114,7 +114,7 @@ class _GapGroups:
     def top(self, con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int, marker: str,
             limit: int) -> list[dict[str, Any]]:
         """The ``limit`` costliest findings, each shown by its longest gap with its causes (re-read around
-        that gap) and what the launching host thread was doing."""
+        that gap) and what the launching host thread was doing during it."""
         out = []
         for name, g in sorted(self.groups.items(), key=lambda kv: -kv[1]["total_ns"])[:limit]:
             length, g0, g1, label = g["longest"]
@@ -128,7 +128,7 @@ class _GapGroups:
                 "cause": max(by_cause, key=lambda c: by_cause[c]),
             }
             if j >= 0 and ops.launch_tid[j] >= 0:
-                entry["host"] = gap_context(con, rank, int(ops.pid[j]), int(ops.launch_tid[j]), g0)
+                entry["host"] = gap_context(con, rank, int(ops.pid[j]), int(ops.launch_tid[j]), g0, g1)
             out.append(entry)
         return out
 

@@ -122,15 +122,23 @@ def attribute_gaps(gaps: iv.Intervals, ops: DeviceOps, host: HostActivity) -> tu
     return dict(zip(CAUSES, (int(v) for v in per_gap.sum(axis=0)), strict=True)), j
 
 
-def gap_context(con: duckdb.DuckDBPyConnection, rank: int, pid: int, tid: int, at_ns: int) -> dict[str, str | None]:
-    """What the launching host thread was doing at ``at_ns``: innermost range and API call."""
-    rng = con.execute("""
-        SELECT name FROM ranges WHERE rank = ? AND pid = ? AND tid = ? AND device_id IS NULL
-          AND start_ns <= ? AND coalesce(end_ns, start_ns) > ?
-        ORDER BY coalesce(end_ns, start_ns) - start_ns LIMIT 1
-    """, [rank, pid, tid, at_ns, at_ns]).fetchall()
-    api = con.execute("""
-        SELECT name FROM api_calls WHERE rank = ? AND pid = ? AND tid = ? AND NOT is_duplicate
-          AND start_ns <= ? AND end_ns > ? ORDER BY start_ns DESC LIMIT 1
-    """, [rank, pid, tid, at_ns, at_ns]).fetchall()
+def gap_context(con: duckdb.DuckDBPyConnection, rank: int, pid: int, tid: int, start_ns: int,
+                end_ns: int) -> dict[str, str | None]:
+    """What the launching host thread was doing during the gap [start_ns, end_ns): the API call that covers
+    most of it (the call at the gap's start is often only the tail of a sync, while a slow launch fills
+    the rest), and the innermost range covering at least half of it (else the range covering most)."""
+    params = {"rank": rank, "pid": pid, "tid": tid, "s": start_ns, "e": end_ns}
+    overlap = "least(coalesce(end_ns, start_ns), $e) - greatest(start_ns, $s)"
+    api = con.execute(f"""
+        SELECT name FROM api_calls
+        WHERE rank = $rank AND pid = $pid AND tid = $tid AND NOT is_duplicate AND start_ns < $e AND end_ns > $s
+        ORDER BY {overlap} DESC, start_ns LIMIT 1
+    """, params).fetchall()
+    rng = con.execute(f"""
+        SELECT name FROM (
+            SELECT name, {overlap} AS ov, coalesce(end_ns, start_ns) - start_ns AS dur FROM ranges
+            WHERE rank = $rank AND pid = $pid AND tid = $tid AND device_id IS NULL
+              AND start_ns < $e AND coalesce(end_ns, start_ns) > $s)
+        ORDER BY 2 * ov >= $e - $s DESC, CASE WHEN 2 * ov >= $e - $s THEN dur END, ov DESC LIMIT 1
+    """, params).fetchall()
     return {"range": rng[0][0] if rng else None, "api_call": api[0][0] if api else None}
