@@ -2,9 +2,10 @@
 
 For each operating point, qwen3_decode.py runs under the PyTorch profiler and ``tracekit analyze`` reads
 the trace against the Qwen3-8B config on an H200. For the first report that nominates Nsight Compute
-targets, the top target's command is run exactly as printed, with tracekit's application placeholder
-replaced by the same program with ``--no-profile``. The kernel ncu profiled is then compared with the
-launch the trace shows at that ``--launch-skip`` (name, grid, block). Everything goes to OUT/check.json.
+targets, the commands of its top targets with different function names are run exactly as printed, with
+tracekit's application placeholder replaced by the same program with ``--no-profile``. The kernel ncu
+profiled is then compared with the launch the trace shows at that ``--launch-skip`` (function, grid,
+block). Everything goes to OUT/check.json; bench/device/summary.py turns the results into a document.
 
 Usage: python bench/device/check.py OUT [--no-ncu] [POINT...]   (default: every point in POINTS)
 """
@@ -26,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 APP = [sys.executable, str(HERE / "qwen3_decode.py")]
 PLACEHOLDER = shlex.quote("<your application command>")
 # Operating points, each BATCH,PROMPT[,graphs][,warm][,math]: eager decode is host-bound, CUDA graphs remove
-# most launches (warm: each graph uploaded by a replay during set-up, as serving engines do), and unfused
+# most launches (warm: each graph also replayed once during set-up, as serving engines do), and unfused
 # decode attention (math) makes one kernel class slow.
 POINTS = ["8,1024", "64,2048", "8,1024,graphs", "64,2048,graphs", "64,2048,graphs,math", "8,1024,warm",
           "64,2048,warm"]

@@ -106,6 +106,10 @@ def main() -> None:
         "(`--kernel-name-base function`) and counts `--launch-skip` over launches of that function name,",
         "which is how ncu counts under a name filter, as the matches above show.",
         "",
+        "To run it again on a GPU machine with PyTorch and Nsight Compute, with tracekit installed:",
+        "`python bench/device/check.py OUT [--no-ncu] [POINT...]`, copy `OUT/check.json` and the reports into",
+        "`bench/device/results/`, then `python bench/device/summary.py`.",
+        "",
     ]
     DOC.write_text("\n".join(lines))
 
