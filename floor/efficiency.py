@@ -1,6 +1,8 @@
 """Hierarchical roofline of one kernel: compute, HBM, L2 and shared memory, with size-dependent efficiency.
 
-A kernel's time is the largest of its level times. Compute uses the GPU's size-dependent efficiency table
+A kernel's time is the largest of its level times, or compute plus the largest memory level where the two
+do not overlap: FlashAttention's tile loop (``KernelWork.serial``), and at achievable peaks a GPU whose
+catalog entry follows Calculon's ``no_overlap`` calibration. Compute uses the GPU's size-dependent efficiency table
 (Calculon-style, data/gpus.toml [derates]); HBM uses the bandwidth derate plus a constant latency per memory
 operation (aiconfigurator `mem_empirical_constant_latency: 3 us`, floor-facts.md section 8), so small kernels
 do not reach peak either. L2 and shared-memory levels are timed only where data/gpus.toml gives a sourced
@@ -88,7 +90,9 @@ class KernelTime:
 
 
 def kernel_time(gpu: GpuSpec, work: KernelWork, achievable: bool = True) -> KernelTime:
-    """Level times of `work` on `gpu`: achievable (derated, size-dependent) or physical peaks."""
+    """Level times of `work` on `gpu`: achievable (derated, size-dependent) or physical peaks. At achievable
+    peaks on a GPU whose catalog entry says compute and memory do not overlap (Calculon's calibration mode),
+    the kernel's time is their sum; its ``bound`` is still the larger level."""
     launches = max(work.launches, 1)
     eff = gpu.compute_efficiency(work.flops / launches) if achievable else 1.0
     compute = work.flops / (gpu.peak_flops_per_s(work.dtype) * eff) if work.flops else 0.0
@@ -97,4 +101,5 @@ def kernel_time(gpu: GpuSpec, work: KernelWork, achievable: bool = True) -> Kern
     h = hierarchy(gpu)
     l2 = work.l2_bytes / h.l2_bytes_per_s if h.l2_bytes_per_s else 0.0
     smem = work.smem_bytes / h.smem_bytes_per_s if h.smem_bytes_per_s else 0.0
-    return KernelTime(compute, hbm, l2, smem, work.serial)
+    serial = work.serial or (achievable and not gpu.compute_memory_overlap)
+    return KernelTime(compute, hbm, l2, smem, serial)

@@ -28,6 +28,7 @@ class GpuSpec:
     net_latency_ns: float
     compute_efficiency_gflop: tuple[tuple[float, float], ...]
     nvls_efficiency: float = 0.0  # NVLink SHARP in-switch all-reduce; 0 where the node has none
+    compute_memory_overlap: bool = True  # False: a kernel's achievable compute and memory times add (Calculon)
 
     def peak_flops_per_s(self, dtype: str) -> float:
         """Physical dense tensor peak for a GEMM dtype; FP8 falls back to BF16 where there is no FP8 unit."""
@@ -89,6 +90,7 @@ def _catalog() -> dict[str, GpuSpec]:
             net_latency_ns=float(merged["net_latency_ns"]),
             compute_efficiency_gflop=table,
             nvls_efficiency=float(merged.get("nvls_efficiency", 0.0)),
+            compute_memory_overlap=bool(merged.get("compute_memory_overlap", True)),
             **kwargs,
         )
     return out
