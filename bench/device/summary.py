@@ -35,9 +35,12 @@ def point_row(name: str) -> str:
 
 def ncu_row(check: dict[str, Any]) -> str:
     trace, ncu = check["trace_launch"], check["ncu"]
+    memory = float(ncu["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"])
+    sm = float(ncu["sm__throughput.avg.pct_of_peak_sustained_elapsed"])
     return (f"| `{check['function']}` | {check['class']} | {check['launch_skip']:,} | {check['in_graph']} "
             f"| {trace['grid']} / {trace['block']} | {ncu['Grid Size']} / {ncu['Block Size']} "
-            f"| {check['function_matches']} | {check['grid_matches'] and check['block_matches']} |")
+            f"| {check['function_matches']} | {check['grid_matches'] and check['block_matches']} "
+            f"| {memory:.0f} % / {sm:.0f} % |")
 
 
 def main() -> None:
@@ -92,11 +95,12 @@ def main() -> None:
         "For the `math` point, the top two targets with different function names were run exactly as",
         "tracekit printed them, with its application placeholder replaced by the same program with",
         "`--no-profile`. The trace column is the launch at that `--launch-skip` among the trace's kernels with",
-        "that function name, found by the check's own name parser; ncu's column is what it profiled.",
+        "that function name, found by the check's own name parser; ncu's columns are what it profiled and",
+        "measured. The copy kernel is bound by its SMs, not memory; the gemv by memory.",
         "",
         "| function | class | --launch-skip | in graph | trace grid / block | ncu grid / block | function matches "
-        "| grid and block match |",
-        "|---|---|---:|---|---|---|---|---|",
+        "| grid and block match | ncu: memory / SM throughput of peak |",
+        "|---|---|---:|---|---|---|---|---|---|",
         *[ncu_row(c) for c in checks],
         "",
         "The first attempt selected kernels by their full demangled name (`--kernel-name-base demangled`),",
