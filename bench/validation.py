@@ -116,9 +116,8 @@ def render() -> str:
         "  kernel's compute and memory times add; calculon-ai/calculon systems/a100_80g.json), the mode the table",
         f"  is calibrated in. With the roofline's max per kernel instead, the step would be {gpt3_max_error:+.1%} off.",
         "- NVLS rows: S (1 + 1/n) each way through the switch at NCCL's own NVLS efficiency (0.85 on Hopper, its",
-        "  tuning model), on top of the 0.8 link efficiency. Training steps (`predict`, training budgets) take the",
-        "  faster of ring and NVLS for an all-reduce inside an H100, H200 or B200 node; the inference floor's byte",
-        "  model still times every collective at the ring busbw (decode all-reduces are small and latency-bound).",
+        "  tuning model), on top of the 0.8 link efficiency. The floor and training steps take the faster of ring",
+        "  and NVLS for an all-reduce inside an H100, H200 or B200 node, as NCCL's tuner does.",
         "",
     ]
     return "\n".join(lines)

@@ -46,7 +46,8 @@ FP8_DISPATCH_BYTES = 1.0 + 4.0 / 128
 @dataclass
 class RawPart:
     """Counts for one class before they become times. kernel_flops = FLOPs of one launch (size-dependent
-    efficiency); net bytes are split by link: intra-node (scale-up) and inter-node (scale-out)."""
+    efficiency); net bytes are split by link: intra-node (scale-up), the part of it that in-node all-reduces
+    move through an NVLink SHARP switch (timed at its efficiency), and inter-node (scale-out)."""
 
     name: str
     hbm_bytes: float = 0.0
@@ -56,6 +57,7 @@ class RawPart:
     flops_dtype: str = "bf16"
     launches: int = 1
     net_intra_bytes: float = 0.0
+    net_nvls_bytes: float = 0.0
     net_inter_bytes: float = 0.0
     net_messages: int = 0
 
@@ -91,6 +93,13 @@ def collective_bytes(kind: str, size_bytes: float, n: int, gpus_per_node: int) -
         return mult * size_bytes * (n - 1) / n, 0.0
     nodes = n / g
     return mult * size_bytes * (g - 1) / g, mult * size_bytes * (nodes - 1) / n
+
+
+def nvls_efficiency(cfg: DeploymentConfig) -> float:
+    """The share of the scale-up rate an in-node NVLink SHARP all-reduce reaches (0: no NVLS on this GPU):
+    the GPU's calibrated efficiency at achievable peaks, the line rate at physical ones."""
+    eff = cfg.hardware.nvls_efficiency
+    return eff if cfg.peaks == "achievable" or not eff else 1.0
 
 
 def resource_vector(cfg: DeploymentConfig) -> list[RawPart]:
@@ -249,7 +258,8 @@ def resource_vector(cfg: DeploymentConfig) -> list[RawPart]:
         add("quant", act=elems * (ab + 1), launches=n_layers)
 
     _add_communication(cfg, parts, tok, tokens_replica, reqs)
-    return [p for p in parts.values() if p.hbm_bytes or p.flops or p.net_intra_bytes or p.net_inter_bytes]
+    return [p for p in parts.values()
+            if p.hbm_bytes or p.flops or p.net_intra_bytes or p.net_nvls_bytes or p.net_inter_bytes]
 
 
 def _add_communication(
@@ -261,11 +271,17 @@ def _add_communication(
     m, lay, g = cfg.model, cfg.layout, cfg.hardware.gpus_per_node
     hidden = tok * m.d_model * ACT_BYTES
 
+    nvls_eff = nvls_efficiency(cfg)
+
     def coll(name: str, kind: str, size: float, n: int, count: int) -> None:
         intra, inter = collective_bytes(kind, size, n, g)
         if intra or inter:
             p = parts[name]
-            p.net_intra_bytes += intra * count
+            nvls = size * (1 + 1 / n)  # NVLink SHARP all-reduce: S (1 + 1/n) each way (collectives._nvls)
+            if kind == "allreduce" and not inter and nvls_eff and nvls / nvls_eff < intra:
+                p.net_nvls_bytes += nvls * count  # the faster algorithm, as NCCL's tuner picks
+            else:
+                p.net_intra_bytes += intra * count
             p.net_inter_bytes += inter * count
             p.net_messages += count
 

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .config import DeploymentConfig, validate
-from .decode import RawPart, resource_vector
+from .decode import RawPart, nvls_efficiency, resource_vector
 
 RESOURCES = ("hbm", "compute", "network")
 
@@ -133,7 +133,8 @@ def _times(raw: RawPart, cfg: DeploymentConfig) -> tuple[float, float, float]:
     eff = hw.compute_efficiency(raw.kernel_flops) if achievable else 1.0
     compute = raw.flops / (hw.peak_flops_per_s(raw.flops_dtype) * eff) if raw.flops else 0.0
     up = hw.scaleup_achievable_bytes_per_s if achievable else hw.scaleup_bytes_per_s
-    net = max(raw.net_intra_bytes / up, raw.net_inter_bytes / hw.scaleout_bytes_per_s)
+    intra = raw.net_intra_bytes / up + (raw.net_nvls_bytes / (up * nvls_efficiency(cfg)) if raw.net_nvls_bytes else 0.0)
+    net = max(intra, raw.net_inter_bytes / hw.scaleout_bytes_per_s)
     if achievable:
         net += raw.net_messages * hw.net_latency_ns * 1e-9
     return raw.hbm_bytes / hbm_bw, compute, net
@@ -157,7 +158,7 @@ def compute_floor(cfg: DeploymentConfig) -> FloorResult:
                 kv_bytes=round(raw.kv_bytes),
                 flops=round(raw.flops),
                 flops_dtype=raw.flops_dtype,
-                net_bytes=round(raw.net_intra_bytes + raw.net_inter_bytes),
+                net_bytes=round(raw.net_intra_bytes + raw.net_nvls_bytes + raw.net_inter_bytes),
                 net_messages=raw.net_messages,
                 hbm_ns=round(hbm_s * 1e9),
                 compute_ns=round(comp_s * 1e9),
