@@ -112,7 +112,8 @@ def main() -> None:
         "",
         "To run it again on a GPU machine with PyTorch and Nsight Compute, with tracekit installed:",
         "`python bench/device/check.py OUT [--no-ncu] [POINT...]`, copy `OUT/check.json` and the reports into",
-        "`bench/device/results/`, then `python bench/device/summary.py`.",
+        "`bench/device/results/` (the records there have the device's paths made relative: `OUT/`, `python3`),",
+        "then `python bench/device/summary.py`.",
         "",
     ]
     DOC.write_text("\n".join(lines))
