@@ -106,13 +106,18 @@ def _direct(op: str, s: float, n: int, bw: float, hop_s: float) -> tuple[float, 
     return s / bw, hop_s, 1
 
 
+def nvls_allreduce_bytes(s: float, n: int) -> float:
+    """Bytes each GPU moves each way in an NVLink SHARP all-reduce of S among n: its buffer into the switch's
+    reduction and its 1/n share of the multicast out; its reduced share and the whole result in. S (1 + 1/n),
+    the factor NVIDIA/nccl#2140 applies."""
+    return s * (1 + 1 / n)
+
+
 def _nvls(op: str, s: float, n: int, bw: float, hop_s: float, eff: float) -> tuple[float, float, int]:
-    """NVLink SHARP all-reduce: each GPU sends its buffer into the switch's reduction and its 1/n share of
-    the multicast, and receives its reduced share and the whole multicast result: S (1 + 1/n) each way
-    (the factor NVIDIA/nccl#2140 applies), at the switch's efficiency. Two switch crossings. Other
-    collectives run as rings over the switch."""
+    """NVLink SHARP all-reduce at the switch's efficiency, two switch crossings; other collectives run as
+    rings over the switch."""
     if op == "allreduce":
-        return s * (1 + 1 / n) / (bw * eff), 2 * hop_s, 2
+        return nvls_allreduce_bytes(s, n) / (bw * eff), 2 * hop_s, 2
     return _ring(op, s, n, bw, hop_s)
 
 

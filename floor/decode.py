@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .collectives import nvls_allreduce_bytes
 from .config import DeploymentConfig
 from .layout import ACT_BYTES, WEIGHT_BYTES, kv_bytes_per_token_layer_gpu, kv_heads_per_gpu
 from .moe import expected_distinct_experts
@@ -277,7 +278,7 @@ def _add_communication(
         intra, inter = collective_bytes(kind, size, n, g)
         if intra or inter:
             p = parts[name]
-            nvls = size * (1 + 1 / n)  # NVLink SHARP all-reduce: S (1 + 1/n) each way (collectives._nvls)
+            nvls = nvls_allreduce_bytes(size, n)
             if kind == "allreduce" and not inter and nvls_eff and nvls / nvls_eff < intra:
                 p.net_nvls_bytes += nvls * count  # the faster algorithm, as NCCL's tuner picks
             else:
