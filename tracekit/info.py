@@ -74,10 +74,10 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
         caveats.append(Caveat("unmatched_launch", rank, f"rank {rank}: {n} kernels without their launch call in "
                               "the capture (launched before it began, or API tracing off)"))
     late = con.execute(r"""
-        SELECT rank, 'ProfilerStep#' || min(CAST(regexp_extract(name, '^ProfilerStep#(\d+)\n?$', 1) AS BIGINT))
-        FROM ranges WHERE regexp_matches(name, '^ProfilerStep#\d+\n?$') GROUP BY rank
-        HAVING min(CAST(regexp_extract(name, '^ProfilerStep#(\d+)\n?$', 1) AS BIGINT)) > 0
-        ORDER BY rank
+        SELECT rank, 'ProfilerStep#' || first_step FROM (
+            SELECT rank, min(CAST(regexp_extract(name, '^ProfilerStep#(\d+)\n?$', 1) AS BIGINT)) AS first_step
+            FROM ranges WHERE regexp_matches(name, '^ProfilerStep#\d+\n?$') GROUP BY rank)
+        WHERE first_step > 0 ORDER BY rank
     """).fetchall()
     late += con.execute("""
         SELECT rank, 'a ' || coalesce(nullif(trigger, 'Immediate'), 'delayed') || ' start' FROM (

@@ -2,7 +2,8 @@
 
 The kernel is selected by its function name (``--kernel-name-base function``, an anchored and escaped
 ``regex:``) and ``--launch-skip`` is the number of earlier launches of kernels with that function name in
-its process, so ncu profiles the very instance the trace shows in the median step. The full demangled
+its process, so ncu profiles the very instance the trace shows in the median step (when the capture began
+with the process; a ``late_start`` caveat says when it did not). The full demangled
 name cannot be used: ncu's demangler spells templates and lambdas differently from CUPTI's (seen on an
 H200 with ncu 2025.3: ``elementwise_kernel<128, 2, ...{lambda()#3}...>`` in the trace is
 ``elementwise_kernel<(int)128, (int)2, ...[lambda() (instance 3)]...>`` to ncu), so a demangled-name
