@@ -65,10 +65,9 @@ def main() -> None:
         "weights), profiled from process start with 8 decode steps after a set-up/prefill step, which",
         "`--skip-steps 1` drops. The config is `qwen3-8b-tp1-h100 --set hardware=h200` at the point's batch and",
         "the mean KV length. Times are per step (median); ms. The reports were written on the device by",
-        "that session's code: all but the `warm` points when every GPU's HBM derate was 0.8; the H200's is now",
-        "0.9 (`floor/data/gpus.toml`:",
-        f"the `b64_p2048` attention read KV at {kv_fraction:.2f} of the spec bandwidth), which scales these t_opt",
-        "by 0.8/0.9; the `warm` points already use 0.9.",
+        "that session's code: all but the `warm` points while every GPU's HBM derate was 0.8. The H200's is now",
+        f"0.9 (`floor/data/gpus.toml`), as the `b64_p2048` attention read KV at {kv_fraction:.2f} of the spec",
+        "bandwidth; that scales the older points' t_opt by 0.8/0.9.",
         "",
         "| point | t_opt | step p50 | ratio | host gaps | of which launch | kernel time | over budget | verdict "
         "| ncu targets |",
