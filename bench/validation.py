@@ -31,7 +31,8 @@ def _attn_gb(kernel: str) -> float:
 
 
 def _busbw(gpu: str, kind: str = "switch") -> float:
-    topo = Topology(kind, 8, get_gpu(gpu).scaleup_bytes_per_s * 0.8)
+    spec = get_gpu(gpu)
+    topo = Topology(kind, 8, spec.scaleup_bytes_per_s * 0.8, nvls_efficiency=spec.nvls_efficiency)
     return collective_time("allreduce", 4e9, topo).busbw_bytes_per_s / 1e9
 
 

@@ -16,9 +16,6 @@ from dataclasses import dataclass, replace
 
 OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
 TOPOLOGIES = ("ring", "tree", "mesh2d", "torus2d", "fully_connected", "switch", "nvls", "hierarchical")
-# NVLink SHARP: the switch's share of the link it reaches for in-switch reduction and multicast, by default
-# Hopper's in NCCL's own tuning model (NVIDIA/nccl `nvlsEfficiency`: Hopper 0.85, Blackwell 0.74).
-NVLS_EFFICIENCY = 0.85
 
 
 @dataclass(frozen=True)
@@ -32,7 +29,7 @@ class Topology:
     link_bytes_per_s: float
     link_latency_s: float = 0.0
     switch_latency_s: float = 0.0
-    nvls_efficiency: float = NVLS_EFFICIENCY
+    nvls_efficiency: float = 0.0  # nvls: the share of the link the switch's reduction reaches (GPU catalog)
     dims: tuple[int, int] = (0, 0)
     gpus_per_node: int = 0
     inter_bytes_per_s: float = 0.0
@@ -43,6 +40,8 @@ class Topology:
             raise ValueError(f"topology '{self.kind}' unknown; use one of: {', '.join(TOPOLOGIES)}")
         if self.n < 1 or self.link_bytes_per_s <= 0:
             raise ValueError("topology needs n >= 1 and a positive link bandwidth")
+        if self.kind == "nvls" and self.nvls_efficiency <= 0:
+            raise ValueError("nvls: needs the switch's nvls_efficiency (NCCL's nvlsEfficiency: Hopper 0.85)")
         if self.kind in ("mesh2d", "torus2d") and self.dims[0] * self.dims[1] != self.n:
             raise ValueError(f"{self.kind}: dims {self.dims} must multiply to n={self.n}")
         if self.kind == "hierarchical" and (self.gpus_per_node < 1 or self.n % self.gpus_per_node

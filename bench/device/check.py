@@ -20,6 +20,7 @@ import shlex
 import subprocess
 import sys
 import time
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +65,15 @@ def function_name(kernel: str) -> str:
     return text.strip().rsplit(" ", 1)[-1].rsplit("::", 1)[-1] or kernel
 
 
+@cache
+def trace_events(trace: Path) -> list[dict[str, Any]]:
+    """The trace's events, read once per trace."""
+    return json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+
+
 def trace_launch(trace: Path, function: str, skip: int) -> dict[str, Any] | None:
     """The (skip+1)-th launch of a kernel with this function name in the trace, in launch order."""
-    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    events = trace_events(trace)
     launches = sorted((e for e in events if e.get("cat") == "kernel" and function_name(e.get("name", "")) == function),
                       key=lambda e: (e["args"].get("correlation", 0), e["ts"]))  # graph nodes share one
     if skip >= len(launches):
@@ -123,7 +130,7 @@ def ncu_check(target: dict[str, Any], app: list[str], trace: Path, ncu_dir: Path
 
 def graph_launch_us_p50(trace: Path) -> float | None:
     """Median host time of cudaGraphLaunch in the trace (None without graph launches)."""
-    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    events = trace_events(trace)
     durations = sorted(e["dur"] for e in events if e.get("name") == "cudaGraphLaunch" and "dur" in e)
     return durations[len(durations) // 2] if durations else None
 
