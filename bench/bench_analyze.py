@@ -116,8 +116,9 @@ def analyze_cached(trace: Path, cache_dir: Path, batch_rows: int) -> None:
     import time
 
     from tracekit.analysis import device
-    from tracekit.analysis.analyze import AnalyzeOptions, analyze
-    from tracekit.store import open_store
+    from tracekit.analysis.analyze import analyze
+    from tracekit.analysis.options import AnalyzeOptions
+    from tracekit.store.ingest import open_store
 
     groups = 0
     plan = device.batches
@@ -145,7 +146,7 @@ def bench_memory(workdir: Path, n_kernels: int, repeat: int) -> list[dict[str, o
     cache_dir = workdir / "memory-cache"
     subprocess.run([str(exe), "ingest", str(trace), "--cache-dir", str(cache_dir), "--quiet"], check=True,
                    capture_output=True)
-    from tracekit.analysis.analyze import AnalyzeOptions
+    from tracekit.analysis.options import AnalyzeOptions
 
     rows, reports = [], []
     for batch_rows in (AnalyzeOptions().batch_rows, ONE_BATCH):

@@ -11,12 +11,11 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
+from tracekit.files import write_atomically
 from tracekit.floor import get_gpu, load_config
 from tracekit.floor.collectives import Topology, collective_time
 from tracekit.floor.flash import AttnShape, attention_cost
 from tracekit.floor.training import predict_training
-
-from tracekit.output import write_atomically
 
 A100_SRAM = 192 * 1024
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import duckdb
 import msgspec
-from tracekit.parsers.kineto_events import Event, as_int, decode, route
-from tracekit.parsers.kineto_tables import TableWriter
 
 from tracekit.errors import InputError
+from tracekit.parsers.kineto_events import Event, as_int, decode, route
+from tracekit.parsers.kineto_tables import TableWriter
 
 CHUNK_EVENTS = 100_000
 _READ_BLOCK_BYTES = 1 << 24

@@ -15,6 +15,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from tracekit.parsers.kernel_names import function_name
 from tracekit.parsers.kineto_events import (
     DRIVER,

@@ -2,7 +2,7 @@
 
 One DuckDB database per input file. Times are int64 nanoseconds on the capture's own timeline;
 units are in column names. Every event table has a ``rank`` column so that the stores of many files
-(one per rank) can be read as one (see ``tracekit.store``). Documented in ``docs/schema.md``.
+(one per rank) can be read as one (see ``tracekit.store.ingest``). Documented in ``docs/schema.md``.
 """
 
 from __future__ import annotations

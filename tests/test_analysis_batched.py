@@ -13,8 +13,9 @@ from fixtures.scenarios import GapPlan, decode_capture
 from fixtures.synth import write_kineto, write_nsys
 from tests.test_analyze_planted import CONFIG, budgets
 from tracekit.analysis import device
-from tracekit.analysis.analyze import AnalyzeOptions, run_analysis
-from tracekit.store import open_store
+from tracekit.analysis.analyze import run_analysis
+from tracekit.analysis.options import AnalyzeOptions
+from tracekit.store.ingest import open_store
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"

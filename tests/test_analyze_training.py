@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tracekit.budgets.budget import class_budgets
-from tracekit.budgets.classify import load_rules
 
 from fixtures.scenarios_training import training_capture
 from fixtures.synth import write_kineto, write_nsys
 from tracekit import floor
+from tracekit.budgets.budget import class_budgets
+from tracekit.budgets.classify import load_rules
 from tracekit.cli import main
 
 CONFIG = "gpt2-small-dp8-a100"

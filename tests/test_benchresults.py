@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tracekit.benchresults import read_result_file
 from tracekit.cli import main
+from tracekit.compare.benchresults import read_result_file
 from tracekit.errors import InputError
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "bench_results"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tracekit.budgets.classify import OTHER, load_rules
 
 CASES = [

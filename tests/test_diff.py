@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from tracekit.budgets.budget import class_budgets
-from tracekit.budgets.classify import load_rules
 
 from fixtures.scenarios import decode_capture
 from fixtures.synth import write_nsys
 from tracekit import floor
+from tracekit.budgets.budget import class_budgets
+from tracekit.budgets.classify import load_rules
 from tracekit.cli import main
 
 CONFIG = "dsv32-ep16"

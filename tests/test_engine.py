@@ -8,16 +8,17 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tracekit.budgets.budget import class_budgets
-from tracekit.budgets.classify import load_rules
 
 from fixtures.scenarios import GapPlan, decode_capture
 from fixtures.synth import write_nsys
 from tracekit import floor
-from tracekit.analysis.analyze import AnalyzeOptions, analyze
+from tracekit.analysis.analyze import analyze
+from tracekit.analysis.options import AnalyzeOptions
+from tracekit.budgets.budget import class_budgets
+from tracekit.budgets.classify import load_rules
 from tracekit.cli import main
-from tracekit.cli_common import Inputs
-from tracekit.store import open_store
+from tracekit.store.ingest import open_store
+from tracekit.store.inputs import Inputs
 
 CONFIG = "dsv32-ep16"
 DLRM = Path(__file__).resolve().parents[2] / "shared" / "traces" / "torch" / "dlrm8_v100"
@@ -50,7 +51,7 @@ def cli_json(*args: str) -> dict:
 
 
 def test_dask_engine_gives_the_in_process_report(two_ranks: Path, cluster, tmp_path: Path) -> None:
-    from tracekit.engine import analyze_dask
+    from tracekit.analysis.engine import analyze_dask
 
     opts = AnalyzeOptions(config=CONFIG)
     with open_store([two_ranks], cache_dir=tmp_path / "local") as store:

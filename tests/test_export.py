@@ -8,10 +8,10 @@ from pathlib import Path
 import duckdb
 import polars as pl
 from click.testing import CliRunner
-from tracekit.parsers.schema import TABLES
 
 from tracekit.cli import main
-from tracekit.store import open_store
+from tracekit.parsers.schema import TABLES
+from tracekit.store.ingest import open_store
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures"
 FILES = [str(SAMPLES / "sample_decode_rank0.json.gz"), str(SAMPLES / "sample_decode_rank1.json.gz")]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+
 from tracekit.floor import compute_floor, get_model, load_config
 from tracekit.floor.walls import frontier
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from tracekit.floor.__main__ import main
 
-from tracekit.cli_floor import configs_cmd, floor_cmd, walls_cmd
+from tracekit.cli.floor import configs_cmd, floor_cmd, walls_cmd
+from tracekit.floor.__main__ import main
 
 
 def test_module_floor_json(capsys):

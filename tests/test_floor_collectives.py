@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tracekit.floor import get_gpu
 from tracekit.floor.collectives import OPS, Topology, bus_factor, collective_time, gpu_collective_s
 from tracekit.floor.decode import collective_bytes

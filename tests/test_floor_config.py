@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tracekit.floor import ConfigError, list_configs, load_config
 from tracekit.floor.units import format_ns, parse_duration_ns
 

@@ -10,6 +10,8 @@ import json
 
 import pytest
 from click.testing import CliRunner
+
+from tracekit.cli import main
 from tracekit.floor import gpu_names, list_configs, load_config
 from tracekit.floor.cost import (
     YIELD_MODELS,
@@ -24,8 +26,6 @@ from tracekit.floor.cost import (
 )
 from tracekit.floor.cost_perf import token_cost
 from tracekit.floor.roofline import compute_floor
-
-from tracekit.cli import main
 
 # ---- dies per wafer --------------------------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tracekit.floor.flash import AttnShape, attention_cost, attention_flops, block_sizes
 
 A100_SRAM = 192 * 1024  # FlashAttention paper section 2.1: 192 KB SRAM per SM

@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 
 import pytest
+
 from tracekit.floor import CLASS_NAMES, compute_floor, expected_distinct_experts, load_config, place_measured
 from tracekit.floor.decode import FP8_DISPATCH_BYTES, causal_pairs, collective_bytes
 

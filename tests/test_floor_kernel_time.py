@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tracekit.floor.efficiency import KernelWork, kernel_time
 from tracekit.floor.hardware import get_gpu
 

@@ -7,11 +7,11 @@ import json
 
 import pytest
 from click.testing import CliRunner
+
+from tracekit.cli import main
 from tracekit.floor import CLASS_NAMES, ConfigError, compute_floor, load_config
 from tracekit.floor.moe_a2a import a2a_volume, expert_capacity
 from tracekit.floor.training import predict_training
-
-from tracekit.cli import main
 
 TRAINING = ["gpt2-small-dp8-a100", "gpt2-medium-dp8-a100", "gpt2-medium-dp8-a100-noflash",
             "gpt3-175b-megatron-a100", "mixtral-8x7b-ep8-h100"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tracekit.floor import get_gpu, get_model
 
 

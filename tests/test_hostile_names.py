@@ -27,8 +27,8 @@ from fixtures.scenarios import NAMES, GapPlan, decode_capture
 from fixtures.synth import write_kineto, write_nsys
 from tracekit.analysis.ncu import APP_PLACEHOLDER
 from tracekit.cli import main
-from tracekit.output import FORMATS, render
-from tracekit.report import report_document
+from tracekit.report.analysis import report_document
+from tracekit.report.render import FORMATS, render
 
 CONFIG = "dsv32-ep16"
 GAPS = GapPlan(launch_ns=300_000, sync_ns=200_000, host_idle_ns=100_000, dependency_ns=150_000)
@@ -46,10 +46,9 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # any control character 
 
 
 def budgets() -> dict[str, int]:
+    from tracekit import floor
     from tracekit.budgets.budget import class_budgets
     from tracekit.budgets.classify import load_rules
-
-    from tracekit import floor
 
     return class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules(CONFIG))
 
@@ -191,7 +190,8 @@ def test_ncu_commands_parse_and_run_exactly_the_intended_argv(analysed: dict) ->
 def test_csv_cells_that_would_start_a_spreadsheet_formula_are_neutralised() -> None:
     import polars as pl
 
-    from tracekit.output import Document, Table, render_csv
+    from tracekit.report.document import Document, Table
+    from tracekit.report.render import render_csv
 
     frame = pl.DataFrame({"name": ["=HYPERLINK(\"http://e\")", "+1", "-cmd", "@SUM(A1)", "plain", "a=b"], "n": [1] * 6})
     lines = render_csv(Document("t", [Table("t", frame)])).splitlines()[1:]

@@ -11,15 +11,16 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tracekit.budgets.budget import class_budgets
-from tracekit.budgets.classify import load_rules
 
 from fixtures.scenarios import decode_capture
 from fixtures.synth import MemOp, write_nsys
 from tracekit import floor
-from tracekit.analysis.analyze import AnalyzeOptions, run_analysis
+from tracekit.analysis.analyze import run_analysis
+from tracekit.analysis.options import AnalyzeOptions
+from tracekit.budgets.budget import class_budgets
+from tracekit.budgets.classify import load_rules
 from tracekit.cli import main
-from tracekit.store import open_store
+from tracekit.store.ingest import open_store
 
 CONFIG = "dsv32-ep16"
 ROOT = Path(__file__).resolve().parents[1]

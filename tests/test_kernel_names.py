@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from tracekit.parsers.kernel_names import function_name
 
 # Names as CUPTI spells them in real PyTorch-profiler traces (the first four from an H200 capture).

@@ -19,11 +19,11 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pytest
+
+from tracekit import intervals as iv
 from tracekit.budgets.classify import load_rules
 from tracekit.parsers import schema
 from tracekit.parsers.kineto import read_kineto
-
-from tracekit import intervals as iv
 
 # HTA 0.5.0 utils/utils.py, applied with re.match to kernel names.
 HTA_COMM = re.compile(r"^nccl.*Kernel")

@@ -11,11 +11,11 @@ from typing import Any
 
 import duckdb
 import pytest
-from tracekit.parsers import schema
-from tracekit.parsers.kineto import read_kineto
 
 from tracekit.errors import InputError
-from tracekit.store import ingest_file
+from tracekit.parsers import schema
+from tracekit.parsers.kineto import read_kineto
+from tracekit.store.ingest import ingest_file
 
 BASE_NS = 1_700_000_000_000_000_000
 # The store's launch join; a file without distributedInfo.rank has rank NULL until the store assigns one.

@@ -11,6 +11,7 @@ from pathlib import Path
 import duckdb
 import msgspec
 import pytest
+
 from tracekit.parsers import kineto_tables, schema
 from tracekit.parsers.kineto import read_kineto
 from tracekit.parsers.kineto_events import decode, route

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
+
+from tracekit.errors import InputError
 from tracekit.parsers import reader_for, schema
 from tracekit.parsers.nsys import read_nsys
-
-from tracekit import summaries
-from tracekit.errors import InputError
+from tracekit.store import summaries
 
 NSYS = Path(__file__).resolve().parents[2] / "shared" / "traces" / "nsys"
 needs_traces = pytest.mark.skipif(not NSYS.is_dir(), reason=f"shared traces not found at {NSYS}")

@@ -16,10 +16,10 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
+
 from tracekit.parsers import schema
 from tracekit.parsers.nsys import read_nsys
-
-from tracekit import summaries
+from tracekit.store import summaries
 
 NSYS = Path(__file__).resolve().parents[2] / "shared" / "traces" / "nsys"
 REFERENCE = NSYS / "reference-nsys-stats-2022.4"

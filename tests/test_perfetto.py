@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.analysis.analyze import AnalyzeOptions, run_analysis
-from tracekit.perfetto import CATEGORY, TRACKS, write_perfetto
-from tracekit.store import open_store
+from tracekit.analysis.analyze import run_analysis
+from tracekit.analysis.options import AnalyzeOptions
+from tracekit.report.perfetto import CATEGORY, TRACKS, write_perfetto
+from tracekit.store.ingest import open_store
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 OPS = {"kernels": "SELECT device_id, stream_id, start_ns, end_ns, name FROM kernels ORDER BY ALL",

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tracekit.budgets.budget import class_budgets
-from tracekit.budgets.classify import load_rules
 
 from fixtures.scenarios import decode_capture
 from fixtures.synth import write_kineto
 from tracekit import floor
+from tracekit.budgets.budget import class_budgets
+from tracekit.budgets.classify import load_rules
 from tracekit.cli import main
 
 pytest.importorskip("matplotlib")

@@ -9,8 +9,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from tracekit.cli import main
-from tracekit.cli_common import ingest_progress
-from tracekit.store import open_store
+from tracekit.store.ingest import open_store
+from tracekit.store.inputs import ingest_progress
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures"
 FILES = [SAMPLES / "sample_decode_rank0.json.gz", SAMPLES / "sample_decode_rank1.json.gz"]

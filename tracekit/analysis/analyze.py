@@ -14,37 +14,16 @@ import duckdb
 import numpy as np
 
 from tracekit.analysis.accounting import StepAccount
+from tracekit.analysis.caveats import capture_caveats
 from tracekit.analysis.detail import Detail, DetailReader
 from tracekit.analysis.device import DeviceAnalysis, analyze_device, step_marker
 from tracekit.analysis.gaps import CAUSES
 from tracekit.analysis.ncu import ncu_targets
 from tracekit.analysis.ops import Vocabulary, prepare
+from tracekit.analysis.options import BELOW_FLOOR_TOLERANCE, MIN_GAP_FINDING_NS, REPORT_SCHEMA, AnalyzeOptions
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import load_rules
-from tracekit.info import capture_caveats
-from tracekit.store import Store
-
-REPORT_SCHEMA = "tracekit.report/v1"
-VERDICTS = ("near-floor", "pipeline", "kernel", "inconclusive")
-MIN_GAP_FINDING_NS = 1_000  # gap findings costing less in all (launch latency between kernels) are not listed
-BELOW_FLOOR_TOLERANCE = 0.95  # a step this far under the floor means the config does not fit the capture
-GATE_EXIT = {"near-floor": 0, "pipeline": 10, "kernel": 11, "inconclusive": 12}
-
-
-@dataclass
-class AnalyzeOptions:
-    """What the user asked for; every threshold is reported back in the report."""
-
-    config: str | None = None
-    overrides: dict[str, str] = field(default_factory=dict)
-    step_regex: str | None = None
-    skip_steps: int = 0
-    threshold: float = 1.3
-    min_excess_fraction: float = 0.02
-    pipeline_share: float = 0.5
-    top_gaps: int = 5
-    max_targets: int = 5
-    batch_rows: int = 500_000  # operations read at once (a batch of steps); bounds memory, not the report
+from tracekit.store.ingest import Store
 
 
 def _p(values: list[int] | np.ndarray, q: float) -> int:

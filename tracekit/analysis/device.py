@@ -32,7 +32,7 @@ from tracekit.analysis.steps import (
 from tracekit.errors import InputError
 
 if TYPE_CHECKING:
-    from tracekit.analysis.analyze import AnalyzeOptions
+    from tracekit.analysis.options import AnalyzeOptions
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.output import Document, Table
+from tracekit.report.document import Document, Table
 
 
 def _ms(ns: int | None) -> float | None:

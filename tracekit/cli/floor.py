@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli_options import config_options
-from tracekit.output import Document, Table, emit, output_options, rows_frame
+from tracekit.cli.common import config_options, output_options
+from tracekit.report.document import Document, Table, rows_frame
+from tracekit.report.render import emit
 
 
 def _duration(value: str | None, option: str) -> int | None:

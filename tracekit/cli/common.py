@@ -1,13 +1,65 @@
-"""Config and analysis options shared by every command that takes them (one definition, one behaviour)."""
+"""The options every command shares: inputs, output, config and analysis (one definition, one behaviour)."""
 
 from __future__ import annotations
 
 import functools
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
+
+from tracekit.report.render import FORMATS
+from tracekit.store.inputs import Inputs
+
+
+def input_paths_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``FILE...`` plus ``--cache-dir``, ``--no-cache``, ``--jobs`` and ``--quiet``; passes ``inputs`` (unopened)."""
+
+    @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+    @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                  help="Where ingested stores are kept (default: $XDG_CACHE_HOME/tracekit).")
+    @click.option("--no-cache", is_flag=True, help="Ingest into a temporary store, discarded afterwards.")
+    @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+                  help="Ingest this many files in parallel processes.")
+    @click.option("--quiet", "-q", is_flag=True,
+                  help="No progress bar (it shows only when stderr is a terminal).")
+    @functools.wraps(command)
+    def wrapper(*args: Any, inputs: tuple[Path, ...], cache_dir: Path | None, no_cache: bool, jobs: int,
+                quiet: bool, **kwargs: Any) -> Any:
+        return command(*args, inputs=Inputs(tuple(inputs), cache_dir, not no_cache, jobs, quiet), **kwargs)
+
+    return wrapper
+
+
+def input_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``FILE...`` plus ``--cache-dir``, ``--no-cache``, ``--jobs`` and ``--quiet``; passes an open ``store``."""
+
+    @input_paths_options
+    @functools.wraps(command)
+    def wrapper(*args: Any, inputs: Inputs, **kwargs: Any) -> Any:
+        with inputs.open() as store:
+            return command(*args, store=store, **kwargs)
+
+    return wrapper
+
+def output_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a click command the shared ``--format`` and ``--out`` options."""
+
+    @click.option(
+        "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+        help="Output format.",
+    )
+    @click.option(
+        "--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+        help="Write the output to FILE (replaced atomically) instead of standard output.",
+    )
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return command(*args, **kwargs)
+
+    return wrapper
 
 
 def parse_sets(values: tuple[str, ...]) -> dict[str, str]:
@@ -63,7 +115,7 @@ def analysis_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(command)
     def wrapper(*args: Any, config: str | None, overrides: dict[str, str], step_regex: str | None,
                 skip_steps: int, threshold: float, **kwargs: Any) -> Any:
-        from tracekit.analysis.analyze import AnalyzeOptions
+        from tracekit.analysis.options import AnalyzeOptions
 
         if step_regex is not None:
             try:

@@ -13,10 +13,11 @@ from typing import Any
 
 from tracekit import __version__
 from tracekit.analysis.analyze import Analysis
-from tracekit.html_assets import CSS, JS
-from tracekit.html_charts import class_bars, esc, floor_bars, legend, ms, timeline, walls_chart
-from tracekit.output import Document, write_atomically
-from tracekit.timeline import CAUSE_COLOURS, EXPOSED_COLOUR, analysis_colours, pictures
+from tracekit.files import write_atomically
+from tracekit.report.document import Document
+from tracekit.report.html_assets import CSS, JS
+from tracekit.report.html_charts import class_bars, esc, floor_bars, legend, ms, timeline, walls_chart
+from tracekit.report.timeline import CAUSE_COLOURS, EXPOSED_COLOUR, analysis_colours, pictures
 
 NAME_CHARS = 160
 

@@ -8,7 +8,9 @@ from typing import Any
 
 import click
 
-from tracekit.output import Document, Table, emit, output_options, rows_frame
+from tracekit.cli.common import output_options
+from tracekit.report.document import Document, Table, rows_frame
+from tracekit.report.render import emit
 
 
 def _analysis_class(config: str) -> dict[str, str]:
@@ -82,7 +84,7 @@ def _inference_doc(cfg: Any, classes: dict[str, str]) -> Document:
 @output_options
 def predict_cmd(config: str, sets: tuple[str, ...], fmt: str, out_path: Path | None) -> None:
     """Predicted step time (training or inference) by class and resource, layout, memory and feasibility."""
-    from tracekit.cli_options import parse_sets
+    from tracekit.cli.common import parse_sets
     from tracekit.floor import load_config
 
     cfg = load_config(config, parse_sets(sets))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracekit.analysis.analyze import GATE_EXIT, REPORT_SCHEMA, AnalyzeOptions
+from tracekit.analysis.options import GATE_EXIT, REPORT_SCHEMA, AnalyzeOptions
 from tracekit.errors import InputError
 
 DIFF_SCHEMA = "tracekit.diff/v1"
@@ -58,7 +58,7 @@ def load_side(path: Path, opts: AnalyzeOptions, cache_dir: Path | None, use_cach
         raise InputError(f"{path}: a {schema} document; give a {REPORT_SCHEMA} report "
                          "(`tracekit analyze --format json`) or a trace")
     from tracekit.analysis.analyze import analyze
-    from tracekit.store import open_store
+    from tracekit.store.ingest import open_store
 
     with open_store([path], cache_dir=cache_dir, use_cache=use_cache, jobs=jobs) as store:
         return Side(str(path), "trace", analyze(store, opts))

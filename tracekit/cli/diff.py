@@ -1,4 +1,4 @@
-"""`tracekit diff BEFORE AFTER`: two analyses compared (a thin wrapper over tracekit.diff)."""
+"""`tracekit diff BEFORE AFTER`: two analyses compared (a thin wrapper over tracekit.compare.diff)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracekit.cli_options import analysis_options
-from tracekit.output import Document, Table, emit, output_options
+from tracekit.cli.common import analysis_options, output_options
+from tracekit.report.document import Document, Table
+from tracekit.report.render import emit
 
 if TYPE_CHECKING:
-    from tracekit.analysis.analyze import AnalyzeOptions
+    from tracekit.analysis.options import AnalyzeOptions
 
 
 def _ms(ns: float | None) -> float | None:
@@ -91,7 +92,7 @@ def diff_cmd(before: Path, after: Path, opts: AnalyzeOptions, cache_dir: Path | 
              gate: bool, fail_if_slower: str | None, expect_faster: str | None, fmt: str,
              out_path: Path | None) -> None:
     """Compare two analyses (reports or traces of one config): what changed, largest explanation first."""
-    from tracekit import diff as d
+    from tracekit.compare import diff as d
 
     allowance = d.parse_percent(fail_if_slower) if fail_if_slower is not None else None
     sides = [d.load_side(p, opts, cache_dir, not no_cache, jobs) for p in (before, after)]

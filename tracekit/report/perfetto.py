@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from tracekit.analysis.analyze import Analysis
-from tracekit.output import write_atomically
-from tracekit.timeline import communication_classes, exposed_intervals, gap_marks, is_memop
+from tracekit.files import write_atomically
+from tracekit.report.timeline import communication_classes, exposed_intervals, gap_marks, is_memop
 
 TRACKS = ("step windows", "host gaps (by cause)", "exposed communication", "over-budget kernels")
 CATEGORY = "tracekit"

@@ -1,4 +1,4 @@
-"""One output vocabulary for every command: ``--format table|markdown|csv|json`` and ``--out FILE``.
+"""The renderers of a ``Document``: ``--format table|markdown|csv|json|html``, to stdout or ``--out FILE``.
 
 A command builds a ``Document`` (titled polars tables plus, optionally, a JSON document of its own)
 and calls ``emit``. Text that came from a trace is untrusted: every renderer makes it inert (control
@@ -8,22 +8,19 @@ the human formats only).
 
 from __future__ import annotations
 
-import functools
 import io
 import json
-import os
 import re
-import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import click
 import polars as pl
 from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
+
+from tracekit.files import write_atomically
+from tracekit.report.document import Document
 
 FORMATS = ("table", "markdown", "csv", "json", "html")
 MAX_CELL_CHARS = 160
@@ -33,57 +30,6 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
 
 
-@dataclass
-class Table:
-    """A titled table; ``note`` is one line shown under it in human formats."""
-
-    title: str
-    frame: pl.DataFrame
-    note: str | None = None
-
-
-@dataclass
-class Document:
-    """What a command prints: a title, notes (caveats, warnings), tables, and an optional JSON body."""
-
-    title: str
-    tables: list[Table] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    data: dict[str, Any] | None = None
-    blocks: list[tuple[str, str]] = field(default_factory=list)  # (title, text to copy verbatim)
-
-    def json_body(self) -> dict[str, Any]:
-        if self.data is not None:
-            return self.data
-        body: dict[str, Any] = {t.title: t.frame.to_dicts() for t in self.tables}
-        if self.notes:
-            body["notes"] = self.notes
-        return body
-
-
-def rows_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
-    """Rows of dicts as a table; a key/value table's values become text (they mix types)."""
-    if rows and "value" in rows[0]:
-        rows = [{**r, "value": str(r["value"])} for r in rows]
-    return pl.DataFrame(rows, infer_schema_length=None)
-
-
-def output_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Give a click command the shared ``--format`` and ``--out`` options."""
-
-    @click.option(
-        "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-        help="Output format.",
-    )
-    @click.option(
-        "--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-        help="Write the output to FILE (replaced atomically) instead of standard output.",
-    )
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return command(*args, **kwargs)
-
-    return wrapper
 
 
 def inert(text: object) -> str:
@@ -171,21 +117,6 @@ def render_table(doc: Document, console: Console) -> None:
         console.print(Text(inert(text)), soft_wrap=True)
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` so that a reader never sees a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is an ordinary file
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
 
 def render(doc: Document, fmt: str, width: int | None = None) -> str:
     """The document as text in one of FORMATS."""
@@ -196,7 +127,7 @@ def render(doc: Document, fmt: str, width: int | None = None) -> str:
     if fmt == "json":
         return render_json(doc)
     if fmt == "html":
-        from tracekit.html_report import document_html
+        from tracekit.report.html import document_html
 
         return document_html(doc)
     buf = io.StringIO()

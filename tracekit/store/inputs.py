@@ -1,18 +1,15 @@
-"""Options shared by every command that reads traces."""
+"""The input set of a trace command: the paths and how to ingest them, not yet opened."""
 
 from __future__ import annotations
 
-import functools
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-import click
-
-from tracekit.store import IngestResult, Store, expand_inputs, open_store
+from tracekit.store.ingest import IngestResult, Store, expand_inputs, open_store
 
 
 @contextmanager
@@ -68,36 +65,5 @@ class Inputs:
             store = open_store(list(self.paths), cache_dir=self.cache_dir, use_cache=self.use_cache, jobs=self.jobs,
                                on_file_done=on_file_done)
         for w in store.warnings:
-            click.echo(f"tracekit: warning: {w}", err=True)
+            print(f"tracekit: warning: {w}", file=sys.stderr)
         return store
-
-
-def input_paths_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``FILE...`` plus ``--cache-dir``, ``--no-cache``, ``--jobs`` and ``--quiet``; passes ``inputs`` (unopened)."""
-
-    @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
-    @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-                  help="Where ingested stores are kept (default: $XDG_CACHE_HOME/tracekit).")
-    @click.option("--no-cache", is_flag=True, help="Ingest into a temporary store, discarded afterwards.")
-    @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
-                  help="Ingest this many files in parallel processes.")
-    @click.option("--quiet", "-q", is_flag=True,
-                  help="No progress bar (it shows only when stderr is a terminal).")
-    @functools.wraps(command)
-    def wrapper(*args: Any, inputs: tuple[Path, ...], cache_dir: Path | None, no_cache: bool, jobs: int,
-                quiet: bool, **kwargs: Any) -> Any:
-        return command(*args, inputs=Inputs(tuple(inputs), cache_dir, not no_cache, jobs, quiet), **kwargs)
-
-    return wrapper
-
-
-def input_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``FILE...`` plus ``--cache-dir``, ``--no-cache``, ``--jobs`` and ``--quiet``; passes an open ``store``."""
-
-    @input_paths_options
-    @functools.wraps(command)
-    def wrapper(*args: Any, inputs: Inputs, **kwargs: Any) -> Any:
-        with inputs.open() as store:
-            return command(*args, store=store, **kwargs)
-
-    return wrapper

@@ -24,14 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from tracekit import __version__
-from tracekit.analysis.analyze import AnalyzeOptions, DeviceAnalysis, analyze, analyze_devices, build_analysis
-from tracekit.cli_common import Inputs
+from tracekit.analysis.analyze import DeviceAnalysis, analyze, analyze_devices, build_analysis
+from tracekit.analysis.options import AnalyzeOptions
 from tracekit.errors import InputError
-from tracekit.output import write_atomically
-from tracekit.store import Store, default_cache_dir, expand_inputs, ingest_file, open_store
+from tracekit.files import write_atomically
+from tracekit.store.ingest import Store, default_cache_dir, expand_inputs, ingest_file, open_store
+from tracekit.store.inputs import Inputs
 
 ENGINES = ("local", "dask")
-_CODE_PACKAGES = ("tracekit", "tracekit.analysis", "tracekit.parsers", "tracekit.floor", "tracekit.budgets")
+_CODE_PACKAGES = ("tracekit", "tracekit.analysis", "tracekit.compare", "tracekit.store", "tracekit.parsers",
+                  "tracekit.floor", "tracekit.budgets")
 
 
 def _code_digest() -> str:

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli_common import input_options
+from tracekit.cli.common import input_options, output_options
 from tracekit.errors import InputError
-from tracekit.output import Document, Table, emit, output_options
-from tracekit.store import Store
+from tracekit.report.document import Document, Table
+from tracekit.report.render import emit
+from tracekit.store.ingest import Store
 
 
 @click.command("export")
@@ -37,14 +38,15 @@ def export_cmd(store: Store, fmt: str, out_path: Path | None, parquet_dir: Path 
             raise InputError(f"--step {step_regex!r}: not a regex ({exc})") from None
     tables = []
     if parquet_dir is not None:
-        from tracekit.export import export_parquet
+        from tracekit.store.export import export_parquet
 
         rows = export_parquet(store, parquet_dir)
         tables.append(Table(f"parquet in {parquet_dir}", pl.DataFrame(
             {"table": list(rows), "rows": list(rows.values())}, schema={"table": pl.String, "rows": pl.Int64})))
     if perfetto_path is not None:
-        from tracekit.analysis.analyze import AnalyzeOptions, run_analysis
-        from tracekit.perfetto import write_perfetto
+        from tracekit.analysis.analyze import run_analysis
+        from tracekit.analysis.options import AnalyzeOptions
+        from tracekit.report.perfetto import write_perfetto
 
         write_perfetto(run_analysis(store, AnalyzeOptions(config=config, step_regex=step_regex)), perfetto_path)
         tables.append(Table("perfetto", pl.DataFrame({"file": [str(perfetto_path)]})))

@@ -1,7 +1,7 @@
 """`tracekit analyze --plots DIR`: the HTML report's charts as PNG and SVG files, for tickets.
 
 matplotlib is optional (the ``plot`` extra) and imported only here, lazily. The charts draw the same
-steps with the same colours as the HTML report (``tracekit.timeline``). Each file is written to a
+steps with the same colours as the HTML report (``tracekit.report.timeline``). Each file is written to a
 temporary name and renamed, so a reader never sees half a picture.
 """
 
@@ -16,8 +16,10 @@ import click
 
 from tracekit.analysis.analyze import Analysis
 from tracekit.errors import InputError
-from tracekit.output import Document, emit, inert, markdown_escape, render, write_atomically
-from tracekit.timeline import CAUSE_COLOURS, EXPOSED_COLOUR, StepPicture, analysis_colours, pictures
+from tracekit.files import write_atomically
+from tracekit.report.document import Document
+from tracekit.report.render import emit, inert, markdown_escape, render
+from tracekit.report.timeline import CAUSE_COLOURS, EXPOSED_COLOUR, StepPicture, analysis_colours, pictures
 
 FORMATS = ("png", "svg")
 

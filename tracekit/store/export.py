@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tracekit.errors import InputError
 from tracekit.parsers.schema import TABLES
-from tracekit.store import Store
+from tracekit.store.ingest import Store
 
 
 def _sql_string(text: str) -> str:

@@ -1,14 +1,10 @@
-"""`tracekit info`: what a capture holds and what it cannot tell (capture caveats)."""
+"""Capture caveats: properties of a capture that limit what an analysis can conclude."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import duckdb
-import polars as pl
-
-from tracekit.output import Document, Table
-from tracekit.store import Store
 
 GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
 
@@ -28,9 +24,6 @@ class Caveat:
     rank: int
     text: str
 
-
-def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> pl.DataFrame:
-    return con.sql(sql, params=params or None).pl()
 
 
 def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
@@ -100,63 +93,3 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
         caveats.append(Caveat(kind, rank, f"rank {rank}: {kind}: {count} ({detail})" if detail
                               else f"rank {rank}: {kind}: {count}"))
     return caveats
-
-
-def info_document(store: Store) -> Document:
-    """Every section of `tracekit info` for an open store."""
-    con = store.con
-    files = pl.DataFrame(
-        {"rank": [f.rank for f in store.files], "file": [str(f.source) for f in store.files],
-         "cached": [f.reused for f in store.files]}
-    )
-    traces = _frame(con, """
-        SELECT rank, source_format AS format, format_version, product_version,
-               start_ns, end_ns, end_ns - start_ns AS span_ns
-        FROM trace_info ORDER BY rank
-    """)
-    files = files.join(traces, on="rank", how="left")
-    devices = _frame(con, """
-        SELECT rank, device_id, name, sm_count, memory_bytes, compute_major, compute_minor
-        FROM devices ORDER BY rank, device_id
-    """)
-    processes = _frame(con, """
-        SELECT p.rank, p.pid, p.name, (SELECT count(*) FROM threads t WHERE t.rank = p.rank AND t.pid = p.pid)
-               AS threads
-        FROM processes p ORDER BY p.rank, p.pid
-    """)
-    streams = _frame(con, """
-        SELECT rank, device_id, stream_id, count(*) AS kernels, sum(dur_ns)::BIGINT AS kernel_ns,
-               min(start_ns) AS first_ns, max(end_ns) AS last_ns
-        FROM kernels GROUP BY ALL ORDER BY rank, device_id, stream_id
-    """)
-    counts = _frame(con, """
-        SELECT t.rank,
-          (SELECT count(*) FROM kernels k WHERE k.rank = t.rank) AS kernels,
-          (SELECT count(*) FROM memops m WHERE m.rank = t.rank) AS memops,
-          (SELECT count(*) FROM api_calls a WHERE a.rank = t.rank AND NOT a.is_duplicate) AS api_calls,
-          (SELECT count(*) FROM ranges r WHERE r.rank = t.rank) AS ranges
-        FROM trace_info t ORDER BY t.rank
-    """)
-    notes = _frame(con, "SELECT rank, kind, count, detail FROM read_notes ORDER BY rank, kind, detail")
-    domains = _frame(con, """
-        SELECT rank, source, coalesce(domain, '(default)') AS domain, count(*) AS ranges
-        FROM ranges GROUP BY ALL ORDER BY rank, source, domain
-    """)
-    caveats = capture_caveats(con)
-    doc = Document(
-        title="tracekit info",
-        tables=[
-            Table("files", files),
-            Table("devices", devices, note=None if devices.height else "no device properties in the capture"),
-            Table("processes", processes),
-            Table("streams", streams),
-            Table("events", counts),
-            Table("range domains", domains),
-            Table("read notes", notes, note="what the reader skipped or could not read; caveats list those that "
-                  "limit an analysis"),
-        ],
-        notes=[c.text for c in caveats] + store.warnings,
-    )
-    doc.data = {t.title.replace(" ", "_"): t.frame.to_dicts() for t in doc.tables}
-    doc.data["caveats"] = [{"kind": c.kind, "rank": c.rank, "text": c.text} for c in caveats]
-    return doc

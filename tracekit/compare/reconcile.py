@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracekit import floor
-from tracekit.benchresults import BenchResult
+from tracekit.compare.benchresults import BenchResult
 
 RECONCILE_SCHEMA = "tracekit.reconcile/v1"
 BELOW_FLOOR_TOLERANCE = 0.95  # as in analyze: this far under t_opt, the config does not describe the run

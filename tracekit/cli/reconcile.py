@@ -1,4 +1,4 @@
-"""`tracekit reconcile`: serving-benchmark results against the floor (a thin wrapper over tracekit.reconcile)."""
+"""`tracekit reconcile`: serving-benchmark results against the floor (over tracekit.compare.reconcile)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from typing import Any
 
 import click
 
-from tracekit.output import Document, Table, emit, output_options
+from tracekit.cli.common import output_options
+from tracekit.report.document import Document, Table
+from tracekit.report.render import emit
 
 
 def _ms(ns: int | None) -> float | None:
@@ -72,15 +74,15 @@ def reconcile_document(doc: dict[str, Any]) -> Document:
 def reconcile_cmd(results: tuple[Path, ...], config: str, sets: tuple[str, ...], threshold: float,
                   plot_path: Path | None, fmt: str, out_path: Path | None) -> None:
     """Place serving-benchmark TPOT (vLLM, SGLang, GenAI-Perf, GuideLLM results) against the floor."""
-    from tracekit.benchresults import read_results
-    from tracekit.cli_options import parse_sets
+    from tracekit.cli.common import parse_sets
+    from tracekit.compare.benchresults import read_results
+    from tracekit.compare.reconcile import ReconcileOptions, reconcile, sweep
     from tracekit.errors import InputError
-    from tracekit.reconcile import ReconcileOptions, reconcile, sweep
 
     opts = ReconcileOptions(config=config, overrides=parse_sets(sets), threshold=threshold)
     doc = reconcile(read_results(list(results)), opts)
     if plot_path is not None:
-        from tracekit.reconcile_plot import plot_sweep
+        from tracekit.report.reconcile_plot import plot_sweep
 
         points = sweep(doc["results"], opts, min_points=1)
         if points is None:

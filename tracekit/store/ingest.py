@@ -29,7 +29,7 @@ from tracekit import __version__
 from tracekit.errors import InputError
 from tracekit.parsers import detect_format, reader_for
 from tracekit.parsers.schema import STORE_SCHEMA_VERSION, TABLES, create_tables
-from tracekit.store_checks import check_distinct_paths, check_same_capture, drop_damaged_records, mixed_gpu_warning
+from tracekit.store.checks import check_distinct_paths, check_same_capture, drop_damaged_records, mixed_gpu_warning
 
 TRACE_SUFFIXES = (".sqlite", ".json", ".json.gz")
 _SAMPLE_BYTES = 64 * 1024

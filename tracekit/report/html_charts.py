@@ -10,8 +10,8 @@ import html
 import math
 from typing import Any
 
-from tracekit.output import inert
-from tracekit.timeline import CAUSE_COLOURS, EXPOSED_COLOUR, StepPicture
+from tracekit.report.render import inert
+from tracekit.report.timeline import CAUSE_COLOURS, EXPOSED_COLOUR, StepPicture
 
 LANE_PX = 24
 BAR_PX = 18

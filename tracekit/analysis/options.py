@@ -1,0 +1,27 @@
+"""What a user can ask of an analysis, and the names and numbers its verdict is stated in: each defined once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+REPORT_SCHEMA = "tracekit.report/v1"
+VERDICTS = ("near-floor", "pipeline", "kernel", "inconclusive")
+MIN_GAP_FINDING_NS = 1_000  # gap findings costing less in all (launch latency between kernels) are not listed
+BELOW_FLOOR_TOLERANCE = 0.95  # a step this far under the floor means the config does not fit the capture
+GATE_EXIT = {"near-floor": 0, "pipeline": 10, "kernel": 11, "inconclusive": 12}
+
+
+@dataclass
+class AnalyzeOptions:
+    """What the user asked for; every threshold is reported back in the report."""
+
+    config: str | None = None
+    overrides: dict[str, str] = field(default_factory=dict)
+    step_regex: str | None = None
+    skip_steps: int = 0
+    threshold: float = 1.3
+    min_excess_fraction: float = 0.02
+    pipeline_share: float = 0.5
+    top_gaps: int = 5
+    max_targets: int = 5
+    batch_rows: int = 500_000  # operations read at once (a batch of steps); bounds memory, not the report

@@ -1,0 +1,68 @@
+"""`tracekit ingest`, `info` and `kernels`: what a capture holds, read from the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tracekit.cli.common import input_options, output_options
+from tracekit.report.document import Document, Table
+from tracekit.report.render import emit
+from tracekit.store.ingest import Store
+
+
+@click.command()
+@input_options
+@output_options
+def ingest(store: Store, fmt: str, out_path: Path | None) -> None:
+    """Ingest trace files into the cache (reused when a file is unchanged)."""
+    import polars as pl
+
+    frame = pl.DataFrame({
+        "rank": [f.rank for f in store.files],
+        "file": [str(f.source) for f in store.files],
+        "format": [f.fmt for f in store.files],
+        "reused": [f.reused for f in store.files],
+        "store": [str(f.db) for f in store.files],
+    })
+    stages = pl.DataFrame({"stage": list(store.stages), "seconds": [round(v, 3) for v in store.stages.values()]},
+                          schema={"stage": pl.String, "seconds": pl.Float64})
+    emit(Document("tracekit ingest", [Table("stores", frame),
+                                      Table("stages", stages, note="seconds per ingest stage, summed over files")],
+                  notes=store.warnings), fmt, out_path)
+
+
+@click.command()
+@input_options
+@output_options
+def info(store: Store, fmt: str, out_path: Path | None) -> None:
+    """GPUs, ranks, processes, streams, time span, event counts, range domains and capture caveats."""
+    from tracekit.report.info import info_document
+
+    emit(info_document(store), fmt, out_path)
+
+
+@click.command()
+@input_options
+@output_options
+@click.option("--by", "group_by", type=click.Choice(["name", "short-name", "name-grid-block", "class"]),
+              default="name", show_default=True,
+              help="Group kernels by full name, base name, name+grid+block (nsys 2022), or kernel class.")
+@click.option("--config", default=None, help="Named config whose class rules apply with --by class.")
+@click.option("--limit", type=click.IntRange(min=0), default=0, help="Show only the top N rows (0: all).")
+def kernels(store: Store, fmt: str, out_path: Path | None, group_by: str, config: str | None,
+            limit: int) -> None:
+    """Per-kernel summary: instances, total, average, median, min, max, stddev (nsys definitions)."""
+    from tracekit.store import summaries
+
+    if group_by == "class":
+        from tracekit.budgets.classify import class_summary
+
+        frame = class_summary(store.con, config)
+    else:
+        frame = summaries.kernel_summary(store.con, by=group_by.replace("-", "_"))
+    if limit:
+        frame = frame.head(limit)
+    emit(Document("tracekit kernels", [Table(f"kernels by {group_by}", frame)], notes=store.warnings),
+         fmt, out_path)

@@ -1,0 +1,1 @@
+"""Rendering: the document model, one renderer per format, the HTML report, pictures, plots and exports."""
