@@ -5,7 +5,8 @@ DataFrame ordered by total time, descending. Statistics follow the nsys report s
 ``total_ns`` = sum of durations, ``avg_ns`` mean, ``med_ns`` median (mean of the two middle values for
 an even count), ``stddev_ns`` the sample standard deviation (0 for a single instance), ``time_pct`` =
 100 x total / the sum of ``total_ns`` over all rows. Values are not rounded; nsys prints avg, median and
-stddev rounded to 1 decimal.
+stddev rounded to 1 decimal. Every statistic is computed from exact integer sums, so a report is the
+same byte for byte however DuckDB's threads split the rows.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ def _stats(source: str, keys: str, where: str = "true") -> str:
             median(dur_ns)::DOUBLE AS med_ns,
             min(dur_ns) AS min_ns,
             max(dur_ns) AS max_ns,
-            coalesce(stddev_samp(dur_ns), 0.0) AS stddev_ns,
+            -- from exact integer sums, so the result does not depend on the order threads add rows in
+            CASE WHEN count(*) < 2 THEN 0.0 ELSE sqrt(greatest(
+                count(*)::HUGEINT * sum(dur_ns::HUGEINT * dur_ns) - sum(dur_ns::HUGEINT) * sum(dur_ns::HUGEINT), 0
+            )::DOUBLE / (count(*) * (count(*) - 1))) END AS stddev_ns,
             100.0 * sum(dur_ns) / sum(sum(dur_ns)) OVER () AS time_pct
         FROM {source}
         WHERE {where}
