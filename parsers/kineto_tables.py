@@ -28,6 +28,7 @@ from tracekit.parsers.kineto_events import (
     as_int,
 )
 from tracekit.parsers.kineto_times import start_end_ns, texts
+from tracekit.parsers.schema import PROFILER_STEP_REGEX
 
 # Rows appended per INSERT: DuckDB appends far faster in large batches than per 100k-event chunk.
 FLUSH_ROWS = 500_000
@@ -61,7 +62,6 @@ _INSERT_SQL: dict[str, str] = {
         FROM _chunk WHERE {_READABLE}
     """,
 }
-_PROFILER_STEP = r"^ProfilerStep#\d+\n?$"  # 2021 files record ProfilerStep#N as an Operator
 class TableWriter:
     """Appends one file's events to the store tables of ``con``; keeps the per-file facts it meets."""
 
@@ -108,7 +108,8 @@ class TableWriter:
         """Annotations, cpu ops and python functions (``codes``: USER_ANNOTATION ... PYTHON_FUNCTION)."""
         names = _strings(events, "name")
         sources = pc.take(pa.array([RANGE_SOURCES.get(c) for c in range(max(RANGE_SOURCES) + 1)]), codes)
-        step = pc.and_(pc.equal(sources, "cpu_op"), pc.match_substring_regex(names, _PROFILER_STEP))
+        # 2021 files record ProfilerStep#N as an Operator: it is the step annotation all the same.
+        step = pc.and_(pc.equal(sources, "cpu_op"), pc.match_substring_regex(names, PROFILER_STEP_REGEX))
         sources = pc.if_else(step, RANGE_SOURCES[USER_ANNOTATION], sources)
         gpu_side = pa.array(codes == GPU_USER_ANNOTATION)
         host_side = pc.invert(gpu_side)

@@ -11,6 +11,10 @@ import duckdb
 
 STORE_SCHEMA_VERSION = 2
 
+# Names the whole tool agrees on (readers, store views and analyses import them from here).
+PROFILER_STEP_REGEX = r"^ProfilerStep#(\d+)\n?$"  # torch.profiler's step annotation; group 1 is the step number
+GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")  # without a _vNNNN version suffix
+
 TABLES: dict[str, str] = {
     # One row per input file.
     "trace_info": """

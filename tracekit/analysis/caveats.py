@@ -6,9 +6,6 @@ from dataclasses import dataclass
 
 import duckdb
 
-GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
-
-
 # Reader notes that do not limit an analysis (still listed by `tracekit info` under "read notes").
 INFORMATIONAL_NOTES = frozenset({"backtrace_duplicates", "invalid_utf8", "no_rank"})
 # Kineto categories that carry nothing an analysis reads: flow arrows and instant markers.
@@ -31,16 +28,9 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
     began after the process's first steps, reader notes."""
     caveats: list[Caveat] = []
     graph_sql = """
-        WITH g AS (
-            SELECT a.rank, a.pid, a.correlation_id FROM api_calls a
-            WHERE NOT a.is_duplicate AND regexp_replace(a.name, '_v[0-9]+$', '') IN (SELECT unnest(?))
-        )
-        SELECT g.rank, count(DISTINCT (g.pid, g.correlation_id)) AS launches, count(k.correlation_id) AS kernels
-        FROM g LEFT JOIN kernels k
-          ON k.rank = g.rank AND k.pid = g.pid AND k.correlation_id = g.correlation_id
-        GROUP BY g.rank ORDER BY g.rank
+        SELECT rank, count(*) AS launches, sum(kernels) AS kernels FROM graph_launches GROUP BY rank ORDER BY rank
     """
-    for rank, launches, kernels in con.execute(graph_sql, [list(GRAPH_LAUNCH_NAMES)]).fetchall():
+    for rank, launches, kernels in con.execute(graph_sql).fetchall():
         if kernels == 0:
             caveats.append(Caveat("graph_whole", rank, f"rank {rank}: {launches} CUDA/HIP graph launches but no "
                                   "kernels traced inside them (graphs captured whole; re-capture with "
@@ -66,11 +56,8 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
     for rank, n in unmatched:
         caveats.append(Caveat("unmatched_launch", rank, f"rank {rank}: {n} kernels without their launch call in "
                               "the capture (launched before it began, or API tracing off)"))
-    late = con.execute(r"""
-        SELECT rank, 'ProfilerStep#' || first_step FROM (
-            SELECT rank, min(CAST(regexp_extract(name, '^ProfilerStep#(\d+)\n?$', 1) AS BIGINT)) AS first_step
-            FROM ranges WHERE regexp_matches(name, '^ProfilerStep#\d+\n?$') GROUP BY rank)
-        WHERE first_step > 0 ORDER BY rank
+    late = con.execute("""
+        SELECT rank, 'ProfilerStep#' || min(step) FROM profiler_steps GROUP BY rank HAVING min(step) > 0 ORDER BY rank
     """).fetchall()
     late += con.execute("""
         SELECT rank, 'a ' || coalesce(nullif(trigger, 'Immediate'), 'delayed') || ' start' FROM (

@@ -67,9 +67,8 @@ def step_marker(opts: AnalyzeOptions) -> str:
 
 def _device_classes(con: duckdb.DuckDBPyConnection, rank: int, device_id: int) -> tuple[str, ...]:
     rows = con.execute("""
-        SELECT n.class FROM kernels k JOIN op_names n ON n.name = k.name AND NOT n.is_memop
-        WHERE k.rank = $rank AND k.device_id = $device
-        UNION SELECT kind FROM memops WHERE rank = $rank AND device_id = $device AND kind IS NOT NULL
+        SELECT DISTINCT n.class FROM gpu_ops o JOIN op_names n ON n.name = o.name AND n.is_memop = o.is_memop
+        WHERE o.rank = $rank AND o.device_id = $device
     """, {"rank": rank, "device": device_id}).fetchall()
     return tuple(sorted(str(r[0]) for r in rows))
 

@@ -121,8 +121,8 @@ def ops_sql(where: str = "TRUE") -> str:
                    first_call.end_ns AS end_ns, first_call.graph AS is_graph_launch
             FROM (SELECT pid, correlation_id,
                          arg_min({{'tid': tid, 'start_ns': start_ns, 'end_ns': end_ns,
-                                  'graph': contains(name, 'GraphLaunch')}}, start_ns) AS first_call
-                  FROM api_calls WHERE rank = $rank AND NOT is_duplicate
+                                  'graph': is_graph_launch}}, start_ns) AS first_call
+                  FROM launches WHERE rank = $rank
                     AND correlation_id IN (SELECT correlation_id FROM k)
                   GROUP BY pid, correlation_id)
         )

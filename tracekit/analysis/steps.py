@@ -23,8 +23,7 @@ import pyarrow as pa
 
 from tracekit.analysis.ops import ops_sql
 from tracekit.errors import InputError
-
-PROFILER_STEP_REGEX = r"^ProfilerStep#\d+$"
+from tracekit.parsers.schema import PROFILER_STEP_REGEX
 
 
 @dataclass(frozen=True)
@@ -60,9 +59,7 @@ class DeviceExtent:
 
 def device_extent(con: duckdb.DuckDBPyConnection, rank: int, device_id: int) -> DeviceExtent:
     row = con.execute("""
-        SELECT count(*), min(start_ns), max(end_ns) FROM (
-            SELECT start_ns, end_ns FROM kernels WHERE rank = $rank AND device_id = $device
-            UNION ALL SELECT start_ns, end_ns FROM memops WHERE rank = $rank AND device_id = $device)
+        SELECT count(*), min(start_ns), max(end_ns) FROM gpu_ops WHERE rank = $rank AND device_id = $device
     """, {"rank": rank, "device": device_id}).fetchall()[0]
     return DeviceExtent(int(row[0]), int(row[1] or 0), int(row[2] or 0))
 
@@ -186,9 +183,7 @@ def batches(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, extent: D
     try:
         for a, b in _chunks(extent, max_rows):
             rows = con.execute(f"""
-                WITH o AS (SELECT start_ns FROM kernels WHERE rank = $rank AND device_id = $device AND {CHUNK}
-                           UNION ALL
-                           SELECT start_ns FROM memops WHERE rank = $rank AND device_id = $device AND {CHUNK})
+                WITH o AS (SELECT start_ns FROM gpu_ops WHERE rank = $rank AND device_id = $device AND {CHUNK})
                 SELECT w.w, count(*) FROM o ASOF JOIN step_window_starts w ON o.start_ns >= w.lo
                 WHERE o.start_ns < $hi GROUP BY w.w
             """, {"rank": rank, "device": device_id, "a": a, "b": b, "hi": windows[-1].end_ns}).fetchall()

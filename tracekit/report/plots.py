@@ -18,7 +18,8 @@ from tracekit.analysis.analyze import Analysis
 from tracekit.errors import InputError
 from tracekit.files import write_atomically
 from tracekit.report.document import Document
-from tracekit.report.render import emit, inert, markdown_escape, render
+from tracekit.report.render import emit, render
+from tracekit.report.text import inert, markdown_escape
 from tracekit.report.timeline import CAUSE_COLOURS, EXPOSED_COLOUR, StepPicture, analysis_colours, pictures
 
 FORMATS = ("png", "svg")

@@ -21,20 +21,15 @@ from rich.text import Text
 
 from tracekit.files import write_atomically
 from tracekit.report.document import Document
+from tracekit.report.text import inert, markdown_escape
 
 FORMATS = ("table", "markdown", "csv", "json", "html")
 MAX_CELL_CHARS = 160
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
 
 
 
-
-def inert(text: object) -> str:
-    """Make untrusted text safe to print: control characters (ANSI escapes, newlines) become escapes."""
-    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), str(text))
 
 
 def _cut(text: str) -> str:
@@ -52,11 +47,6 @@ def _cell(value: object) -> str:
         return f"{value:,.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
     return _cut(inert(value))
 
-
-def markdown_escape(text: str) -> str:
-    """Escape Markdown and HTML markup so the text renders literally in an issue tracker."""
-    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
-    return escaped.replace("<", "&lt;").replace(">", "&gt;")
 
 
 def render_markdown(doc: Document) -> str:

@@ -30,6 +30,7 @@ from tracekit.errors import InputError
 from tracekit.parsers import detect_format, reader_for
 from tracekit.parsers.schema import STORE_SCHEMA_VERSION, TABLES, create_tables
 from tracekit.store.checks import check_distinct_paths, check_same_capture, drop_damaged_records, mixed_gpu_warning
+from tracekit.store.views import create_views
 
 TRACE_SUFFIXES = (".sqlite", ".json", ".json.gz")
 _SAMPLE_BYTES = 64 * 1024
@@ -319,6 +320,7 @@ def open_store(
         for table in TABLES:
             parts = [f"SELECT * REPLACE (CAST({r} AS INTEGER) AS rank) FROM f{i}.{table}" for i, r in enumerate(ranks)]
             con.execute(f"CREATE VIEW {table} AS " + " UNION ALL ".join(parts))
+        create_views(con)
     except BaseException:
         if tmp is not None:
             tmp.cleanup()
