@@ -3,8 +3,9 @@
 The window is cut into elementary segments at every operation boundary. A segment with no operation is
 a host gap. A segment where some non-communication operation runs is compute time, shared evenly
 among the classes running in it. A segment where only communication runs is exposed communication,
-shared among the collectives running in it. So gaps + exposed communication + compute by class
-equals the step, and no nanosecond is blamed twice.
+shared among the collectives running in it. The exposed time itself is the interval difference
+"communication minus everything else", kept as intervals for pictures and exports. So gaps + exposed
+communication + compute by class equals the step, and no nanosecond is blamed twice.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class StepAccount:
     device_id: int
     window: StepWindow
     gaps: iv.Intervals | None
+    exposed: iv.Intervals | None  # where only communication runs: the one definition of exposed time
     gap_ns: int
     comm_ns: int
     exposed_ns: int
@@ -41,7 +43,7 @@ class StepAccount:
 
     def summary(self) -> StepAccount:
         """This account without its per-operation detail."""
-        return replace(self, gaps=None, ops_in_window=None)
+        return replace(self, gaps=None, exposed=None, ops_in_window=None)
 
 
 def _active(seg_lo: np.ndarray, seg_hi: np.ndarray, n_seg: int, group: np.ndarray, n_groups: int) -> np.ndarray:
@@ -69,6 +71,7 @@ def account_step(ops: DeviceOps, window: StepWindow, communication: frozenset[st
     busy = iv.union(s, e)
     gaps = iv.complement(busy, lo, hi)
     comm_union = iv.union(s[is_comm], e[is_comm])
+    exposed = iv.difference(comm_union, iv.union(s[~is_comm], e[~is_comm]))
     measured_ns = np.bincount(local, weights=e - s, minlength=len(names)) if len(names) else np.zeros(0)
     measured = {n: int(measured_ns[k]) for k, n in enumerate(names)}
 
@@ -91,10 +94,9 @@ def account_step(ops: DeviceOps, window: StepWindow, communication: frozenset[st
                 exposed_by[n] = int(np.round(share.sum()))
             else:
                 attributed[n] = int(np.round(np.where(compute_total > 0, seg_len * active[k] / compute_total, 0).sum()))
-    exposed_ns = int(seg_len[exposed_seg].sum())
     return StepAccount(
-        rank=ops.rank, device_id=ops.device_id, window=window, gaps=gaps, gap_ns=iv.length(gaps),
+        rank=ops.rank, device_id=ops.device_id, window=window, gaps=gaps, exposed=exposed, gap_ns=iv.length(gaps),
         comm_ns=iv.length(comm_union),
-        exposed_ns=exposed_ns, exposed_by_class=exposed_by, attributed_by_class=attributed,
+        exposed_ns=iv.length(exposed), exposed_by_class=exposed_by, attributed_by_class=attributed,
         measured_by_class=measured, ops_in_window=inside,
     )

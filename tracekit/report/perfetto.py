@@ -19,7 +19,7 @@ import numpy as np
 
 from tracekit.analysis.analyze import Analysis
 from tracekit.files import write_atomically
-from tracekit.report.timeline import communication_classes, exposed_intervals, gap_marks, is_memop
+from tracekit.report.timeline import gap_marks, is_memop
 
 TRACKS = ("step windows", "host gaps (by cause)", "exposed communication", "over-budget kernels")
 CATEGORY = "tracekit"
@@ -64,7 +64,6 @@ def _device_events(analysis: Analysis, i: int, base: int, correlation: int) -> t
                               args))
         else:
             out.append(_event("kernel", str(ops.name[j]), gpu_pid, stream, s - base, e - base, args))
-    communication = communication_classes(report)
     over = {c["name"]: c for c in report["classes"] if c["over_budget"]}
     flagged: set[int] = set()
     for acc in dev.accounts:
@@ -74,8 +73,7 @@ def _device_events(analysis: Analysis, i: int, base: int, correlation: int) -> t
         for g in gap_marks(dev, acc.gaps):
             out.append(_event(CATEGORY, f"host gap: {g.cause}", ann_pid, 2, g.start_ns - base, g.end_ns - base,
                               {"step": w.label, "by_cause_ns": g.by_cause}))
-        exposed = exposed_intervals(dev, acc, communication)
-        for s, e in zip(exposed.starts.tolist(), exposed.ends.tolist(), strict=True):
+        for s, e in zip(acc.exposed.starts.tolist(), acc.exposed.ends.tolist(), strict=True):
             out.append(_event(CATEGORY, "exposed communication", ann_pid, 3, s - base, e - base, {"step": w.label}))
         flagged.update(int(j) for j in acc.ops_in_window if cls_text[j] in over)
     for j in sorted(flagged):

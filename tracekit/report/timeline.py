@@ -119,15 +119,6 @@ def gap_marks(dev: Detail, gaps: iv.Intervals) -> list[GapMark]:
     return marks
 
 
-def exposed_intervals(dev: Detail, acc: StepAccount, communication: frozenset[str]) -> iv.Intervals:
-    """Where only communication runs in the step (the analysis's exposed time, as intervals)."""
-    idx = acc.ops_in_window
-    lo, hi = acc.window.start_ns, acc.window.end_ns
-    s = np.clip(dev.ops.start_ns[idx], lo, hi)
-    e = np.clip(dev.ops.end_ns[idx], lo, hi)
-    comm = np.isin(dev.ops.cls[idx].astype(str), list(communication))
-    return iv.difference(iv.union(s[comm], e[comm]), iv.union(s[~comm], e[~comm]))
-
 
 def median_step(pairs: list[tuple[DeviceAnalysis, StepAccount]]) -> tuple[DeviceAnalysis, StepAccount] | None:
     """The step whose duration is the (lower) median of ``pairs``: a real step, not an interpolation."""
@@ -166,7 +157,7 @@ def step_picture(analysis: Analysis, title: str, dev: Detail, acc: StepAccount) 
         op_start_ns=np.clip(ops.start_ns[idx], lo, hi), op_end_ns=np.clip(ops.end_ns[idx], lo, hi),
         op_stream=stream, op_cls=cls, op_name=ops.name[idx].astype(str), op_memop=is_memop(cls, ops.name[idx]),
         op_over=np.isin(cls, list(over)), gaps=gap_marks(dev, acc.gaps),
-        exposed=exposed_intervals(dev, acc, communication_classes(analysis.report)),
+        exposed=acc.exposed,
     )
 
 
