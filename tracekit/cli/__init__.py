@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from tracekit import __version__
-from tracekit.errors import InputError
+from tracekit.errors import TracekitError
+from tracekit.floor.errors import ConfigError
 
 USAGE_ERROR = 2
 
@@ -18,11 +19,9 @@ class TracekitGroup(click.Group):
     """Turns every expected failure into one line on stderr and exit status 2, without a traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        from tracekit.floor import ConfigError
-
         try:
             return super().invoke(ctx)
-        except (InputError, ConfigError) as exc:
+        except (TracekitError, ConfigError) as exc:
             click.echo(f"tracekit: error: {exc}", err=True)
             sys.exit(USAGE_ERROR)
         except click.UsageError as exc:  # a bad option value: one line too, not click's usage block
