@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from tracekit.analysis.engine import ENGINES
 from tracekit.analysis.options import AnalyzeOptions
 from tracekit.cli.common import analysis_options, input_paths_options, output_options
 from tracekit.errors import InputError
@@ -21,7 +22,7 @@ from tracekit.store.inputs import Inputs
               help="Exit 0 near-floor, 10 pipeline, 11 kernel, 12 inconclusive (usage errors stay 2).")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Also write the charts as PNG and SVG into DIR (matplotlib); the Markdown report links them.")
-@click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
               help="Where ingest and per-rank analysis run: here, or as Dask tasks (pip install 'tracekit[dask]').")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="With --engine dask: a running Dask scheduler (default: a local cluster of --jobs workers).")
