@@ -34,6 +34,28 @@ def read_report(doc: dict[str, Any], path: str) -> list[BenchResult]:
     return [_read_one(b, path, i) for i, b in enumerate(doc["benchmarks"])]
 
 
+def _strategy(bench: dict[str, Any], where: str) -> tuple[float | None, int | None, str, list[str]]:
+    """The arrival process: (request rate per s or CLOSED_LOOP, max concurrency, label, notes)."""
+    holder = bench.get("args") if isinstance(bench.get("args"), dict) else bench.get("config") or {}
+    strategy = holder.get("strategy") if isinstance(holder, dict) else None
+    kind = str((strategy or {}).get("type_", "unknown"))
+    notes = ["TPOT is GuideLLM's inter_token_latency_ms (per request (last - first token) / (tokens - 1))"]
+    max_conc: int | None = None
+    if kind in OPEN_LOOP:
+        rate = number(strategy.get("rate"), f"{where} strategy.rate")
+        rate_per_s: float | None = rate
+        label = f"{kind} {rate:g}/s" if rate is not None else kind
+    elif kind in ("synchronous", "concurrent", "throughput"):
+        rate_per_s = CLOSED_LOOP
+        streams = strategy.get("streams") if kind == "concurrent" else strategy.get("max_concurrency")
+        max_conc = 1 if kind == "synchronous" else (int(streams) if streams else None)
+        label = kind + (f" {streams}" if kind == "concurrent" and streams else "")
+    else:
+        rate_per_s, label = None, f"strategy {kind}"
+        notes.append(f"strategy {kind!r} not recognised: arrival process unknown")
+    return rate_per_s, max_conc, label, notes
+
+
 def _read_one(bench: Any, path: str, index: int) -> BenchResult:
     where = f"{path} (GuideLLM benchmark {index})"
     if not isinstance(bench, dict) or not isinstance(bench.get("metrics"), dict):
@@ -54,23 +76,7 @@ def _read_one(bench: Any, path: str, index: int) -> BenchResult:
     def field(metric: str, key: str) -> float | None:
         return number(dist(metric).get(key), f"{where} metrics.{metric}.successful.{key}")
 
-    holder = bench.get("args") if isinstance(bench.get("args"), dict) else bench.get("config") or {}
-    strategy = holder.get("strategy") if isinstance(holder, dict) else None
-    kind = str((strategy or {}).get("type_", "unknown"))
-    notes = ["TPOT is GuideLLM's inter_token_latency_ms (per request (last - first token) / (tokens - 1))"]
-    max_conc: int | None = None
-    if kind in OPEN_LOOP:
-        rate = number(strategy.get("rate"), f"{where} strategy.rate")
-        rate_per_s: float | None = rate
-        label = f"{kind} {rate:g}/s" if rate is not None else kind
-    elif kind in ("synchronous", "concurrent", "throughput"):
-        rate_per_s = CLOSED_LOOP
-        streams = strategy.get("streams") if kind == "concurrent" else strategy.get("max_concurrency")
-        max_conc = 1 if kind == "synchronous" else (int(streams) if streams else None)
-        label = kind + (f" {streams}" if kind == "concurrent" and streams else "")
-    else:
-        rate_per_s, label = None, f"strategy {kind}"
-        notes.append(f"strategy {kind!r} not recognised: arrival process unknown")
+    rate_per_s, max_conc, label, notes = _strategy(bench, where)
     totals = bench.get("request_totals") or metrics.get("request_totals") or {}
     successful = totals.get("successful") if isinstance(totals, dict) else None
     duration_s = number(bench.get("duration"), f"{where} duration")
