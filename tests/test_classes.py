@@ -98,6 +98,14 @@ CASES = [
     ("triton_red_fused_argmax_1", "sampling"),
     ("triton_tem_fused_addmm_0", "gemm"),
     ("triton_poi_fused_moe_forward_0", "norm_elementwise"),
+    ("void ck_tile::kentry<ck_tile::MoeSortingKernel<ck_tile::MoeSortingProblem<int, float, 1, true>>>",
+     "moe_routing"),
+    ("void at::native::(anonymous namespace)::krn_partials_per_segment<long>(long*, long const*, long const*, long)",
+     "embedding"),
+    ("void at::native::(anonymous namespace)::compute_grad_weight<c10::BFloat16, long>(long const*, long)",
+     "embedding"),
+    # a cuDNN kernel is not a convolution by its namespace alone
+    ("void cudnn::fusion::lean_reduction_kernel<false, false, false>(void*, float*, float*)", "norm_elementwise"),
     ("some_unknown_kernel", OTHER),
 ]
 
