@@ -43,26 +43,18 @@ class ClassRules:
         return OTHER
 
 
-def _parse(doc: dict) -> tuple[list[Rule], dict[str, tuple[str, ...]], frozenset[str]]:
-    rules = [Rule(r["class"], re.compile(r["pattern"], re.IGNORECASE)) for r in doc.get("rule", [])]
+def _parse(doc: dict) -> tuple[tuple[Rule, ...], dict[str, tuple[str, ...]], frozenset[str]]:
+    rules = tuple(Rule(r["class"], re.compile(r["pattern"], re.IGNORECASE)) for r in doc.get("rule", []))
     floor = {k: tuple(v) for k, v in doc.get("floor", {}).items()}
     comm = frozenset(doc.get("kinds", {}).get("communication", []))
     return rules, floor, comm
 
 
-@lru_cache(maxsize=8)
-def load_rules(config: str | None = None) -> ClassRules:
-    """The default rules, preceded by ``rules/<config>.toml`` when such a file exists."""
-    base = resources.files("tracekit.budgets")
-    rules, floor, comm = _parse(tomllib.loads((base / "classes.toml").read_text(encoding="utf-8")))
-    if config:
-        extra_file = base / "rules" / f"{config}.toml"
-        if extra_file.is_file():
-            extra_rules, extra_floor, extra_comm = _parse(tomllib.loads(extra_file.read_text(encoding="utf-8")))
-            rules = extra_rules + rules
-            floor = {**floor, **extra_floor}
-            comm = comm | extra_comm
-    return ClassRules(tuple(rules), floor, comm)
+@lru_cache(maxsize=1)
+def load_rules() -> ClassRules:
+    """The rules of ``classes.toml`` (documented in docs/classes.md)."""
+    text = (resources.files("tracekit.budgets") / "classes.toml").read_text(encoding="utf-8")
+    return ClassRules(*_parse(tomllib.loads(text)))
 
 
 def class_table(names: Iterable[str], rules: ClassRules) -> pl.DataFrame:
@@ -79,9 +71,9 @@ def register_classes(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> None:
     con.execute("CREATE OR REPLACE TEMP TABLE kernel_class AS SELECT * FROM frame")
 
 
-def class_summary(con: duckdb.DuckDBPyConnection, config: str | None = None) -> pl.DataFrame:
+def class_summary(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """Time per class over the whole store: instances, total, share, distinct kernels (memops included)."""
-    rules = load_rules(config)
+    rules = load_rules()
     register_classes(con, rules)
     frame = con.sql("""
         WITH ops AS (
@@ -96,3 +88,10 @@ def class_summary(con: duckdb.DuckDBPyConnection, config: str | None = None) -> 
     """).pl()
     comm = rules.communication
     return frame.with_columns(pl.col("class").is_in(list(comm)).alias("communication"))
+
+
+def other_share_pct(summary: pl.DataFrame) -> float:
+    """Percent of the GPU time in ``summary`` (a ``class_summary`` frame) that no rule classifies."""
+    total = int(summary["total_ns"].sum() or 0)
+    other = int(summary.filter(pl.col("class") == OTHER)["total_ns"].sum() or 0)
+    return 100.0 * other / total if total else 0.0

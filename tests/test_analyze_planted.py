@@ -21,7 +21,7 @@ GAPS = GapPlan(launch_ns=300_000, sync_ns=200_000, host_idle_ns=100_000, depende
 
 
 def budgets() -> dict[str, int]:
-    return class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules(CONFIG))
+    return class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules())
 
 
 def write(spec, tmp_path: Path, fmt: str) -> Path:

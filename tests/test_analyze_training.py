@@ -21,7 +21,7 @@ EXPOSED_NS = 1_500_000
 
 
 def budgets() -> dict[str, int]:
-    return class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules(CONFIG))
+    return class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules())
 
 
 def analyze_json(spec, tmp_path: Path, fmt: str) -> dict:

@@ -27,7 +27,7 @@ DLRM = Path(__file__).resolve().parents[2] / "shared" / "traces" / "torch" / "dl
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two planted decode ranks; rank 1 has longer host gaps, so it is the straggler."""
-    budgets = class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules(CONFIG))
+    budgets = class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules())
     folder = tmp_path_factory.mktemp("ranks")
     for rank, launch_ns in ((0, 100_000), (1, 400_000)):
         spec, _ = decode_capture(budgets, gaps=GapPlan(launch_ns=launch_ns, sync_ns=50_000),

@@ -50,7 +50,7 @@ def budgets() -> dict[str, int]:
     from tracekit.budgets.budget import class_budgets
     from tracekit.budgets.classify import load_rules
 
-    return class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules(CONFIG))
+    return class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules())
 
 
 def hostile_trace(tmp_path: Path, fmt: str, text: str) -> tuple[Path, str, str]:
@@ -111,7 +111,7 @@ def test_text_survives_every_sql_path_byte_for_byte(analysed: dict) -> None:
         return  # the quotes that would break a spliced query: the slower paths below run on those two
     for by in ("name", "short-name", "name-grid-block", "class"):
         body = json.loads(run("kernels", analysed["path"], "--cache-dir", analysed["cache"], "--by", by,
-                              "--config", CONFIG, "--format", "json"))
+                              "--format", "json"))
         assert sum(r["instances"] for r in body[f"kernels by {by}"]) == 6 * 12
     steps = json.loads(run("analyze", analysed["path"], "--cache-dir", analysed["cache"], "--format", "json",
                            "--step", "^" + re.escape(analysed["nvtx"]) + "$"))

@@ -33,7 +33,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 def hostile_capture(tmp_path: Path) -> Path:
     """The planted decode capture with an attention kernel and the step ranges given hostile names, plus
     one memcpy per step on its own stream."""
-    budgets = class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules(CONFIG))
+    budgets = class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules())
     spec, _ = decode_capture(budgets, slow_class="attn_core")
     kernels = [dataclasses.replace(k, name=HOSTILE_KERNEL) if "flash_fwd" in k.name else k for k in spec.kernels]
     ranges = [dataclasses.replace(r, name=r.name.replace("ProfilerStep#", HOSTILE_STEP)) for r in spec.ranges]

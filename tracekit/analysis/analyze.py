@@ -82,7 +82,7 @@ class Analysis:
 
     def _detail_reader(self) -> DetailReader:
         if self._reader is None:
-            self._reader = DetailReader(self.store.con, self.opts.config, step_marker(self.opts))
+            self._reader = DetailReader(self.store.con, step_marker(self.opts))
         return self._reader
 
     def step_detail(self, dev: DeviceAnalysis, acc: StepAccount) -> tuple[Detail, StepAccount]:
@@ -106,7 +106,7 @@ def run_analysis(store: Store, opts: AnalyzeOptions) -> Analysis:
 
 def analyze_devices(store: Store, opts: AnalyzeOptions) -> list[DeviceAnalysis]:
     """The per-rank part: every device's steps, accounted in bounded batches and reduced to summaries."""
-    rules = load_rules(opts.config)
+    rules = load_rules()
     con = store.con
     pairs = prepare(con, rules)
     vocab = Vocabulary.load(con)
@@ -115,7 +115,7 @@ def analyze_devices(store: Store, opts: AnalyzeOptions) -> list[DeviceAnalysis]:
 
 def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnalysis]) -> Analysis:
     """The cross-rank part: reduce the per-device results (in (rank, device) order) to the report."""
-    rules = load_rules(opts.config)
+    rules = load_rules()
     con = store.con
     caveats = capture_caveats(con)
     accounts = [a for r in results for a in r.accounts]

@@ -32,8 +32,8 @@ class Detail:
 class DetailReader:
     """Reads step detail from a store's connection (preparing it first when the analysis ran elsewhere)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, config: str | None, marker: str) -> None:
-        rules = load_rules(config)
+    def __init__(self, con: duckdb.DuckDBPyConnection, marker: str) -> None:
+        rules = load_rules()
         if not is_prepared(con):
             prepare(con, rules)
         self.con, self.marker, self.communication = con, marker, rules.communication

@@ -13,12 +13,12 @@ from tracekit.report.document import Document, Table, rows_frame
 from tracekit.report.render import emit
 
 
-def _analysis_class(config: str) -> dict[str, str]:
+def _analysis_class() -> dict[str, str]:
     """Floor part -> the first analysis class whose budget includes it (budgets/classes.toml [floor])."""
     from tracekit.budgets.classify import load_rules
 
     out: dict[str, str] = {}
-    for cls, parts in load_rules(config).floor_parts.items():
+    for cls, parts in load_rules().floor_parts.items():
         for part in parts:
             out.setdefault(part, cls)
     return out
@@ -88,6 +88,6 @@ def predict_cmd(config: str, sets: tuple[str, ...], fmt: str, out_path: Path | N
     from tracekit.floor import load_config
 
     cfg = load_config(config, parse_sets(sets))
-    classes = _analysis_class(config)
+    classes = _analysis_class()
     doc = _training_doc(cfg, classes) if cfg.phase == "training" else _inference_doc(cfg, classes)
     emit(doc, fmt, out_path)

@@ -49,20 +49,22 @@ def info(store: Store, fmt: str, out_path: Path | None) -> None:
 @click.option("--by", "group_by", type=click.Choice(["name", "short-name", "name-grid-block", "class"]),
               default="name", show_default=True,
               help="Group kernels by full name, base name, name+grid+block (nsys 2022), or kernel class.")
-@click.option("--config", default=None, help="Named config whose class rules apply with --by class.")
 @click.option("--limit", type=click.IntRange(min=0), default=0, help="Show only the top N rows (0: all).")
-def kernels(store: Store, fmt: str, out_path: Path | None, group_by: str, config: str | None,
-            limit: int) -> None:
-    """Per-kernel summary: instances, total, average, median, min, max, stddev (nsys definitions)."""
+def kernels(store: Store, fmt: str, out_path: Path | None, group_by: str, limit: int) -> None:
+    """Per-kernel summary: instances, total, average, median, min, max, stddev (nsys definitions).
+
+    With ``--by class`` a note gives the share of GPU time no class rule claims (class ``other``)."""
     from tracekit.store import summaries
 
+    notes = list(store.warnings)
     if group_by == "class":
-        from tracekit.budgets.classify import class_summary
+        from tracekit.budgets.classify import class_summary, other_share_pct
 
-        frame = class_summary(store.con, config)
+        frame = class_summary(store.con)
+        notes.append(f"other: {other_share_pct(frame):.1f} % of GPU time matches no class rule "
+                     "(docs/classes.md: how to add one)")
     else:
         frame = summaries.kernel_summary(store.con, by=group_by.replace("-", "_"))
     if limit:
         frame = frame.head(limit)
-    emit(Document("tracekit kernels", [Table(f"kernels by {group_by}", frame)], notes=store.warnings),
-         fmt, out_path)
+    emit(Document("tracekit kernels", [Table(f"kernels by {group_by}", frame)], notes=notes), fmt, out_path)
