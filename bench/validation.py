@@ -101,11 +101,6 @@ GAPS = {
         "as DeepSeek-V3: total GPU hours over tokens, with every overhead of the run inside; in addition the GPU "
         "count, micro-batch and layer split are not published (assumed in the config) and the MLA kernel is "
         "described only as an improved FlashAttention-2"),
-    "GPT-2 small speedup FA / Megatron": (
-        "the Megatron side (standard attention) is modelled faster than measured: FA paper Fig. 2 times its "
-        "GPT-2 medium attention at 41.7 ms for 40.3 GB, under half the HBM bandwidth, while the model streams "
-        "those bytes at 0.8 of it; capping GEMMs at the measured A100 matmul ceiling (0.87 instead of 0.95) makes "
-        "the shared, non-attention part a larger share of both steps and shrinks the ratio further"),
 }
 
 

@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 
 ACT = 2.0  # 16-bit activations
 #: d-wide tensor passes per layer forward outside GEMMs and attention: LN1 read + write (2), residual add reads
-#: 2 and writes 1 (3), LN2 (2), second residual add (3); dropout adds a 1-byte mask write to each add (+1).
+#: 2 and writes 1 (3), LN2 (2), second residual add (3); dropout adds a 1-byte mask to each add (+0.5 each).
 ELEM_D_PASSES = 10.0
+DROPOUT_D_PASSES = 1.0
 ELEM_FWD_LAUNCHES = 6
 #: FP8 activations for dispatch: 1 byte per element plus one FP32 scale per 128 (DeepSeek-V3 section 3.3.2).
 FP8_ROW_BYTES = 1.0 + 4.0 / 128
@@ -87,7 +88,7 @@ def stages(cfg: DeploymentConfig, lay: TrainLayout) -> list[Stage]:
     """Stages first to last: leading dense layers first, the MTP modules (one block each) and their LM heads
     on the last stage."""
     m, out, start = cfg.model, [], 0
-    n_dense = m.dense_layers if m.is_moe else m.n_layers
+    n_dense = m.dense_layers
     per_stage = lay.stage_layers()
     for i, n in enumerate(per_stage):
         dense = max(0, min(start + n, n_dense) - start)
@@ -110,29 +111,27 @@ def _capped(gpu: GpuSpec, cap: float) -> GpuSpec:
     return replace(gpu, compute_efficiency_gflop=tuple((t, min(e, cap)) for t, e in gpu.compute_efficiency_gflop))
 
 
-def ceiling(cfg: DeploymentConfig, part: str, dtype: str) -> float | None:
-    """The measured ceiling of a kernel class on the config's GPU: the attention kernel's for `attn_core`,
-    the best matmul's of its dtype otherwise, at the sustained (power-saturated) clock where measured (None
-    where data/matmul.toml has none)."""
+def ceiling(cfg: DeploymentConfig, part: str, dtype: str) -> tuple[float | None, bool]:
+    """(ceiling, whole kernel) of a kernel class on the config's GPU, at the sustained (power-saturated) clock
+    where measured: the attention kernel's reported utilisation for `attn_core` (a whole-kernel figure), else
+    the best matmul of its dtype (None where data/matmul.toml has neither)."""
     gpu = cfg.hardware.key
     row = _ceilings().get(gpu, {})
-    if part == "attn_core":
-        burst = _ceilings().get("attention", {}).get(gpu, {}).get(cfg.attention_kernel)
-    else:
-        burst = row.get(dtype)
-    return burst * row.get("sustained", 1.0) if burst else None
+    whole = _ceilings().get("attention", {}).get(gpu, {}).get(cfg.attention_kernel) if part == "attn_core" else None
+    burst = whole or row.get(dtype)
+    return (burst * row.get("sustained", 1.0) if burst else None), bool(whole)
 
 
 def train_kernel_time(cfg: DeploymentConfig, part: str, work: KernelWork) -> KernelTime:
     """kernel_time at the config's peaks; at achievable peaks the size-efficiency table is capped at the
     kernel's measured ceiling, since no kernel of a step beats its GPU's best (data/matmul.toml)."""
     ach, gpu = cfg.peaks == "achievable", cfg.hardware
-    cap = ceiling(cfg, part, work.dtype) if ach and work.flops else None
+    cap, whole = ceiling(cfg, part, work.dtype) if ach and work.flops else (None, False)
     if not cap:
         return kernel_time(gpu, work, ach)
     gpu = _capped(gpu, cap)
-    if part == "attn_core":  # a measured attention utilisation already includes the kernel's memory stalls:
-        gpu, work = replace(gpu, compute_memory_overlap=True), replace(work, serial=False)  # max, not a sum
+    if whole:  # a measured attention utilisation already includes the kernel's memory stalls: max, not a sum
+        gpu, work = replace(gpu, compute_memory_overlap=True), replace(work, serial=False)
     return kernel_time(gpu, work, ach)
 
 
@@ -299,7 +298,7 @@ def stage_work(cfg: DeploymentConfig, lay: TrainLayout, st: Stage, stage_params:
     if st.layers:
         _attention(sw, cfg, lay, st.layers, tok_mb)
     inter = _mlp(sw, cfg, lay, st, tok_mb)
-    d_passes = (ELEM_D_PASSES + (2 if cfg.dropout else 0)) / (t if cfg.sequence_parallel else 1)
+    d_passes = (ELEM_D_PASSES + (DROPOUT_D_PASSES if cfg.dropout else 0)) / (t if cfg.sequence_parallel else 1)
     elem = tok_mb * (st.layers * d_passes * m.d_model + inter) * ACT
     norm_again = full or int(cfg.recompute == "selective")
     launches = ELEM_FWD_LAUNCHES * st.layers
