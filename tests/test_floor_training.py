@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from tracekit.cli import main
-from tracekit.floor import CLASS_NAMES, ConfigError, compute_floor, load_config
+from tracekit.floor import CLASS_NAMES, ConfigError, compute_floor, list_configs, load_config
 from tracekit.floor.moe_a2a import a2a_volume, expert_capacity
 from tracekit.floor.parallel import bubble, in_flight
 from tracekit.floor.training import predict_training
@@ -240,3 +240,12 @@ def test_predict_reports_estimate_and_floor_for_training_and_inference():
         assert doc["estimate_over_floor"] == pytest.approx(doc["estimate_ns"] / doc["floor_t_opt_ns"], rel=1e-3)
     text = CliRunner().invoke(main, ["predict", "--config", "llama3-405b-8k-8192gpu-h100"]).output
     assert "not a bound" in text and "floor_t_opt_ns" in text and "fits:" in text
+
+
+@pytest.mark.parametrize("name", [n for n in list_configs() if load_config(n).phase == "training"])
+def test_every_training_config_runs_through_predict_and_floor(name):
+    for command in ("predict", "floor"):
+        out = CliRunner().invoke(main, [command, "--config", name, "--format", "json"])
+        assert out.exit_code == 0, (command, out.output)
+    doc = json.loads(CliRunner().invoke(main, ["predict", "--config", name, "--format", "json"]).stdout)
+    assert doc["floor_t_opt_ns"] <= doc["estimate_ns"] and doc["memory"]["verdict"]
