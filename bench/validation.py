@@ -1,26 +1,129 @@
-"""Regenerate docs/validation.md: each published figure, tracekit's prediction and the error.
+"""Regenerate docs/validation.md: each published figure, tracekit's figure and the error, from the rows below.
 
-Run: ``.venv/bin/python bench/validation.py [--out docs/validation.md]`` (about a second). The published
-figures are those of shared/facts/floor-facts.md sections 4-6 not marked (?); the tolerance is the one the
-matching test in tests/test_floor_{flash,collectives,training}.py asserts.
+Run: ``.venv/bin/python bench/validation.py [--out docs/validation.md]`` (a few seconds). tests/test_validation.py
+asserts every tested row from the same `rows()`: within its tolerance, or, for a row with a stated gap, still
+outside it (a strict xfail, so a gap that closes must be taken out of GAPS and the doc regenerated).
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from tracekit.files import write_atomically
 from tracekit.floor import get_gpu, load_config
-from tracekit.floor.collectives import Topology, collective_time
+from tracekit.floor.collectives import collective_time, gpu_collective_s, gpu_topology
 from tracekit.floor.flash import AttnShape, attention_cost
 from tracekit.floor.training import predict_training
 
 A100_SRAM = 192 * 1024
+GIB = 2**30
+TRAIN_TOLERANCE = 0.15  # issue 19: every measured training row within 15 %
 
 
-def _step(name: str, **sets) -> int:
+@dataclass(frozen=True)
+class Row:
+    """One comparison. error = tracekit / published - 1 of `compared` (step time for training rows)."""
+
+    section: str
+    figure: str
+    source: str
+    published: float
+    tracekit: float
+    tolerance: float | None  # None: shown, not tested
+    error: float
+    kind: str = "measured"
+    gap: str = ""  # why a tested row misses its tolerance (stated, not tuned away)
+    config: str = ""
+
+
+@dataclass(frozen=True)
+class Run:
+    """A measured training run at its published layout (a named config) and its primary source."""
+
+    config: str
+    figure: str
+    source: str
+    published: float
+    unit: str  # "TFLOP/s" (the paper's per-GPU model FLOP rate) or "GPU-h/T" (GPU hours per trillion tokens)
+
+
+def megatron_flops(name: str) -> float:
+    """Narayanan et al. 2021, equation 3: F = 96 B s l h^2 (1 + s / 6h + V / 16 l h), recomputation counted."""
+    cfg = load_config(name)
+    b, s, m, v = cfg.batch, cfg.context_tokens, cfg.model, 51200
+    return 96 * b * s * m.n_layers * m.d_model ** 2 * (1 + s / (6 * m.d_model) + v / (16 * m.n_layers * m.d_model))
+
+
+def palm_flops(name: str, params: float) -> float:
+    """Model FLOPs per step for a BF16 MFU per Chowdhery et al. (PaLM, appendix B): (6N + 12 L H Q T) per token."""
+    cfg = load_config(name)
+    m, s = cfg.model, cfg.context_tokens
+    return (6 * params + 12 * m.n_layers * m.d_model * s) * s * cfg.batch
+
+
+def _megatron_runs() -> list[Run]:
+    table = [("1.7b", 137), ("3.6b", 138), ("7.5b", 142), ("18b", 135), ("39b", 138), ("76b", 140), ("145b", 148),
+             ("310b", 155), ("530b", 163), ("1t", 163)]
+    runs = []
+    for k, tf in table:
+        cfg = load_config(f"megatron-gpt-{k}-a100")
+        runs.append(Run(cfg.name, f"Megatron GPT {cfg.model.published_params_total / 1e9:g}B, {cfg.n_gpus}x A100",
+                        "Narayanan et al. 2021, Table 1; layout: Megatron-LM examples/sc21/run_table_1.sh", tf,
+                        "TFLOP/s"))
+    return runs
+
+
+RUNS = [
+    *_megatron_runs(),
+    Run("llama3-405b-8k-8192gpu-h100", "Llama 3 405B, 8K, 8192x H100", "Llama 3 paper, Table 4 and section 3.3.2",
+        430, "TFLOP/s"),
+    Run("llama3-405b-8k-16384gpu-h100", "Llama 3 405B, 8K, 16384x H100", "Llama 3 paper, Table 4 and section 3.3.2",
+        400, "TFLOP/s"),
+    Run("llama3-405b-128k-h100", "Llama 3 405B, 128K (CP 16), 16384x H100",
+        "Llama 3 paper, Table 4 (DP 8: see the config) and section 3.3.2", 380, "TFLOP/s"),
+    Run("dsv3-train-h800", "DeepSeek-V3, 2048x H800, DualPipe, FP8",
+        "DeepSeek-V3 report, section 1 and Table 1 (cost), sections 3.2-3.3 and 4.2 (setup)", 180e3, "GPU-h/T"),
+    Run("dsv2-train-h800", "DeepSeek-V2, H800 (1024 assumed), zero-bubble PP",
+        "DeepSeek-V2 paper, sections 3.2.3 (cost), 3.1.2-3.1.3 (setup)", 172.8e3, "GPU-h/T"),
+]
+
+#: Rows outside their tolerance, each with its reason. Tests hold them as strict xfails.
+GAPS = {
+    "llama3-405b-128k-h100": (
+        "attention is 57 % of the 128K step's counted FLOPs; its cost rests on one utilisation figure "
+        "(FlashAttention-2 at 35 % of the H100 peak, FA3 paper) for a kernel the paper does not name, at a "
+        "sequence length that figure was not measured at, and on Llama 3's document masks, which the model does "
+        "not see"),
+    "dsv3-train-h800": (
+        "the published figure is the whole pre-training's GPU hours over its tokens (section 1: 2,664K hours for "
+        "14.8T), so it carries every restart, checkpoint, evaluation and the batch-size ramp, which no step model "
+        "sees; DeepSeek's own FP8 kernels reach 591-1404 TFLOP/s on V3's GEMM shapes (deepseek-ai/DeepGEMM#73) "
+        "against the single 1270 TFLOP/s ceiling used here; the MLA attention kernel is not described"),
+    "dsv2-train-h800": (
+        "as DeepSeek-V3: total GPU hours over tokens, with every overhead of the run inside; in addition the GPU "
+        "count, micro-batch and layer split are not published (assumed in the config) and the MLA kernel is "
+        "described only as an improved FlashAttention-2"),
+}
+
+
+def _train_row(run: Run) -> Row:
+    cfg = load_config(run.config)
+    step_s = predict_training(cfg).step_ns * 1e-9
+    if run.unit == "TFLOP/s":
+        flops = megatron_flops(run.config) if run.config.startswith("megatron") else palm_flops(run.config, 405e9)
+        measured_s = flops / (run.published * 1e12 * cfg.n_gpus)
+        mine = flops / (step_s * cfg.n_gpus) / 1e12
+    else:
+        tokens = cfg.batch * cfg.context_tokens
+        measured_s = tokens * run.published * 3600 / (1e12 * cfg.n_gpus)
+        mine = step_s * cfg.n_gpus / tokens * 1e12 / 3600
+    return Row("training", f"{run.figure} ({run.unit})", run.source, run.published, mine, TRAIN_TOLERANCE,
+               step_s / measured_s - 1, gap=GAPS.get(run.config, ""), config=run.config)
+
+
+def _step(name: str, **sets: object) -> int:
     return predict_training(load_config(name, {k: str(v) for k, v in sets.items()})).step_ns
 
 
@@ -29,98 +132,161 @@ def _attn_gb(kernel: str) -> float:
     return sum(attention_cost(shape, kernel, d, A100_SRAM).hbm_bytes for d in ("fwd", "bwd")) / 1e9
 
 
-def _busbw(gpu: str, kind: str = "switch") -> float:
-    spec = get_gpu(gpu)
-    topo = Topology(kind, 8, spec.scaleup_bytes_per_s * 0.8, nvls_efficiency=spec.nvls_efficiency)
-    return collective_time("allreduce", 4e9, topo).busbw_bytes_per_s / 1e9
-
-
-# Narayanan et al. 2021 (arXiv 2104.04473) §5.1: GPT-3 175B, 300B tokens, 1024 A100s, batch 1536 of 2048 tokens,
-# 140 teraFLOP/s per GPU (counting recomputation) -> 34 days. (D): 34 days / (300e9 / (1536 * 2048)) steps.
-# Quoted from the paper, not from floor-facts.md.
-GPT3_PUBLISHED_STEP_S = 34 * 86_400 / (300e9 / (1536 * 2048))
-
-
-def rows() -> list[tuple[str, str, float, float, float | None]]:
-    """(figure, source, published, predicted, tolerance the test asserts or None when untested)."""
+def _flash_rows() -> list[Row]:
+    """FlashAttention paper figures (shared/facts/floor-facts.md sections 5 and 6.1; (D) derived there)."""
     meg_s = _step("gpt2-small-dp8-a100", attention_kernel="standard", micro_batch=32)
     fa_s = _step("gpt2-small-dp8-a100")
     meg_m, fa_m = _step("gpt2-medium-dp8-a100-noflash"), _step("gpt2-medium-dp8-a100")
     fa2k = _step("gpt2-small-dp8-a100", context_tokens=2048, batch=256, micro_batch=32)
     fa4k = _step("gpt2-small-dp8-a100", context_tokens=4096, batch=128, micro_batch=16)
-    gpt3 = predict_training(load_config("gpt3-175b-megatron-a100"))
-    return [
+    items = [
         ("GPT-2 medium attention HBM, standard (GB)", "FA paper Fig. 2", 40.3, _attn_gb("standard"), 0.15),
         ("GPT-2 medium attention HBM, FlashAttention (GB)", "FA paper Fig. 2", 4.4, _attn_gb("fa1"), 0.15),
         ("GPT-2 small speedup FA / Megatron", "FA paper Table 2 (D)", 4.7 / 2.7, meg_s / fa_s, 0.1),
         ("GPT-2 medium speedup FA / Megatron", "FA paper Table 2 (D)", 11.5 / 6.9, meg_m / fa_m, 0.1),
         ("GPT-2 small FA-2K vs Megatron-1K", "FA paper Table 4 (D)", 4.7 / 3.0, meg_s / fa2k, 0.1),
         ("GPT-2 small FA-4K vs Megatron-1K", "FA paper Table 4 (D)", 4.7 / 3.6, meg_s / fa4k, 0.1),
-        ("8x H100 all-reduce busbw, ring (GB/s)", "nccl-tests#212", 370, _busbw("h100"), 0.15),
-        ("8x A100 all-reduce busbw, ring (GB/s)", "nccl-tests#149 (maintainer)", 230, _busbw("a100"), 0.15),
-        ("8x H100 all-reduce busbw, NVLS (GB/s)", "nccl-tests#212", 480, _busbw("h100", "nvls"), 0.15),
-        ("8x H200 all-reduce busbw, NVLS peak (GB/s)", "nccl-tests#272", 475, _busbw("h200", "nvls"), 0.15),
         ("GPT-2 small FA ms/step", "FA paper Table 2 (D)", 583, fa_s / 1e6, None),
         ("GPT-2 small Megatron ms/step", "FA paper Table 2 (D)", 1015, meg_s / 1e6, None),
         ("GPT-2 medium FA ms/step", "FA paper Table 2 (D)", 1490, fa_m / 1e6, None),
         ("GPT-2 medium Megatron ms/step", "FA paper Table 2 (D)", 2484, meg_m / 1e6, None),
-        ("GPT-3 175B s/step, 1024x A100, batch 1536", "Megatron-LM paper §5.1 (D)", GPT3_PUBLISHED_STEP_S,
-         gpt3.step_ns / 1e9, 0.15),
     ]
+    return [Row("flash", fig, src, pub, mine, tol, mine / pub - 1, gap=GAPS.get(fig, ""))
+            for fig, src, pub, mine, tol in items]
+
+
+def _busbw(gpu: str, size: float, n: int = 8, ring: bool = False) -> float:
+    """The product's busbw for one all-reduce: the catalog's achievable NVLink bandwidth and NVLS efficiency
+    (collectives.gpu_collective_s, as the floor and training steps use them), or its ring path alone."""
+    spec = get_gpu(gpu)
+    if ring:
+        t = collective_time("allreduce", size, gpu_topology(spec, n)).time_s + spec.net_latency_ns * 1e-9
+    else:
+        t = gpu_collective_s(spec, "allreduce", size, n)
+    return size / t * 2 * (n - 1) / n / 1e9
+
+
+def _nccl_rows() -> list[Row]:
+    """Measured nccl-tests all_reduce_perf busbw (GB/s), each at its message size."""
+    items = [
+        ("8x H200 all-reduce busbw, NVLS, 4 GiB", "nccl-tests#272 (peak of a 64 KiB-4 GiB sweep)", 475,
+         _busbw("h200", 4 * GIB)),
+        ("8x Hopper HGX all-reduce busbw, ring (NVLS off), 16 GiB",
+         "nccl-tests#309 (8 B-16 GB sweep; H100 or H200 not said: same NVLink4 entry)", 368.76,
+         _busbw("h100", 16 * GIB, ring=True)),
+        ("8x A100 all-reduce busbw, ring, 1 GiB", "nccl-tests#149 (reporter's run, 8 B-1 GiB; ~200)", 200,
+         _busbw("a100", GIB)),
+        ("2x A100 all-reduce busbw, NV12, 12 GiB", "nccl-tests#178 (8 B-12 GiB sweep)", 208,
+         _busbw("a100", 12 * GIB, n=2)),
+    ]
+    return [Row("nccl", fig, src, pub, mine, 0.15, mine / pub - 1) for fig, src, pub, mine in items]
+
+
+# Narayanan et al. 2021 section 5.1: GPT-3 175B, 300B tokens, 1024 A100s, batch 1536 of 2048 tokens, 140
+# teraFLOP/s per GPU -> 34 days: an estimate from a throughput measured on other models, not a GPT-3 run.
+GPT3_DERIVED_STEP_S = 34 * 86_400 / (300e9 / (1536 * 2048))
+
+
+def rows() -> list[Row]:
+    """Every row of docs/validation.md, in order."""
+    gpt3 = predict_training(load_config("gpt3-175b-megatron-a100")).step_ns / 1e9
+    derived = Row("derived", "GPT-3 175B s/step, 1024x A100, batch 1536", "Megatron-LM paper section 5.1 (D)",
+                  GPT3_DERIVED_STEP_S, gpt3, None, gpt3 / GPT3_DERIVED_STEP_S - 1, kind="derived, not a measurement",
+                  config="gpt3-175b-megatron-a100")
+    return [*(_train_row(r) for r in RUNS), *_flash_rows(), *_nccl_rows(), derived]
+
+
+def _status(r: Row) -> str:
+    if r.tolerance is None:
+        return "not tested"
+    inside = abs(r.error) <= r.tolerance
+    if r.gap:
+        return "gap (stated below)" if not inside else "gap closed: update GAPS"
+    return "pass" if inside else "FAIL"
+
+
+def _table(rs: list[Row], unit_head: str) -> list[str]:
+    out = [f"| figure | source | published | tracekit | {unit_head} | tolerance | test |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rs:
+        tol = "-" if r.tolerance is None else f"{r.tolerance:.0%}"
+        name = f"{r.figure} [`{r.config}`]" if r.config else r.figure
+        out.append(f"| {name} | {r.source} | {r.published:.4g} | {r.tracekit:.4g} | {r.error:+.1%} | {tol} | "
+                   f"{_status(r)} |")
+    return out
+
+
+INTRO = """# Validation against published measurements
+
+Generated by `bench/validation.py`; do not edit by hand. tests/test_validation.py asserts every tested row.
+Training rows compare tracekit's **estimate** (`tracekit predict`'s `estimate_ns`, at the calibrated
+`achievable` peaks the named configs set) with measured training throughput, each run at its own published
+layout, micro-batch, sequence length and recompute setting (a named config, `tracekit configs`, whose
+comments cite the source of every setting and mark what is assumed). The estimate is not a bound; the floor
+beside it in `predict` (`floor_t_opt_ns`, physical peaks) is, and the line under the training table gives the
+ratio of each estimate to that floor.
+
+Error, for training rows: estimated step / measured step - 1, where the measured step is the paper's FLOPs per
+step (its own formula: Megatron-LM equation 3, recomputation counted; Llama 3's BF16 MFU per Chowdhery et al.,
+6N + 12LHQT per token with N = 405B) over its published TFLOP/s per GPU, or the tokens per step at the published
+GPU hours per trillion tokens. A negative error is an estimate faster than the run. Tolerance: 15 % for every
+measured training row (issue 19). In throughput terms (the "tracekit" column against "published") the same
+rows read 1 / (1 + error) - 1: a step 13.2 % short is a throughput 15.2 % high."""
 
 
 def render() -> str:
-    gpt3 = predict_training(load_config("gpt3-175b-megatron-a100"))
-    gpt3_error, gpt3_mfu = gpt3.step_ns / 1e9 / GPT3_PUBLISHED_STEP_S - 1, gpt3.mfu
-    cfg = load_config("gpt3-175b-megatron-a100")
-    overlapped = replace(cfg, hardware=replace(cfg.hardware, compute_memory_overlap=True))
-    gpt3_max_error = predict_training(overlapped).step_ns / 1e9 / GPT3_PUBLISHED_STEP_S - 1
-    slow = [pub / pred for fig, _, pub, pred, _ in rows() if fig.endswith("ms/step")]
-    lines = [
-        "# Validation against published figures",
-        "",
-        "Generated by `bench/validation.py`; do not edit by hand. Published figures come from",
-        "`shared/facts/floor-facts.md` (sections 4-6; (D) = derived there from the paper's numbers). Error =",
-        "predicted / published - 1. Training predictions use `peaks = \"achievable\"`; the A100 speedups compare",
-        "step times of the same config with FlashAttention-1 and with standard attention (Megatron-LM contrast,",
-        "largest power-of-two micro-batch that fits in 80 GB). NCCL rows: ring over NVSwitch at line rate x 0.8",
-        "(the ~20 % protocol overhead the NCCL maintainer quotes for NVLink4 in nccl-tests#212 and for NVLink3 in",
-        "nccl-tests#149: 25 GB/s per link, ~20 GB/s effective with 128 B payloads), 4 GB messages.",
-        "",
-        "| figure | source | published | tracekit | error | tolerance | test |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for fig, src, pub, pred, tol in rows():
-        if pub != pub:  # NaN: no published figure in the facts file
-            lines.append(f"| {fig} | {src} | - | {pred:.3g} | - | - | no test |")
-            continue
-        err = pred / pub - 1
-        status = "not tested" if tol is None else ("pass" if abs(err) <= tol else "outside (xfail)")
-        tol_text = "-" if tol is None else f"{tol:.0%}"
-        lines.append(f"| {fig} | {src} | {pub:.4g} | {pred:.4g} | {err:+.1%} | {tol_text} | {status} |")
-    lines += [
-        "",
-        "Gaps, stated rather than tuned away:",
-        "",
-        f"- Absolute GPT-2 step times are {min(slow):.1f}-{max(slow):.1f}x shorter than the paper's: the achievable "
-        "peaks (Calculon's",
-        "  GEMM efficiency table, HBM x 0.8) describe tuned kernels, not the 2022 FlashAttention training stack. The",
-        "  speedups hold because both sides share every non-attention term.",
-        "- 8x A100 busbw: floor-facts.md quotes ~200-208 GB/s from nccl-tests#149 and #178, but the first is a",
-        "  run that stopped at 1 GB while still rising (the maintainer there: ~230 GB/s at 8 GB) and the second a",
-        "  two-GPU run; the maintainer's large-message figure is the reference.",
-        "- GPT-3 175B: the published step time is derived from the Megatron-LM paper's end-to-end estimate (34 days",
-        "  for 300B tokens on 1024 A100s at 140 TFLOP/s per GPU, recomputation counted); floor-facts.md holds no",
-        f"  such figure. tracekit's step is {gpt3_error:+.1%} off it, at {gpt3_mfu:.0%} MFU. Training steps use",
-        "  Calculon's calibration whole: its GEMM efficiency table and its `no_overlap` processing mode (a",
-        "  kernel's compute and memory times add; calculon-ai/calculon systems/a100_80g.json), the mode the table",
-        f"  is calibrated in. With the roofline's max per kernel instead, the step would be {gpt3_max_error:+.1%} off.",
-        "- NVLS rows: S (1 + 1/n) each way through the switch at NCCL's own NVLS efficiency (0.85 on Hopper, its",
-        "  tuning model), on top of the 0.8 link efficiency. The floor and training steps take the faster of ring",
-        "  and NVLS for an all-reduce inside an H100, H200 or B200 node, as NCCL's tuner does.",
-        "",
-    ]
+    rs = rows()
+    train = [r for r in rs if r.section == "training"]
+    lines = [INTRO, "", "## Training throughput", ""]
+    lines += _table(train, "step error")
+    lines += ["", "Ratio of each estimate to the floor t_opt of the same step (physical peaks): "
+              + ", ".join(f"`{r.config}` {_floor_ratio(r.config):.2f}" for r in train) + ".", ""]
+    lines += ["## FlashAttention (8x A100, FA paper; (D) = derived in shared/facts/floor-facts.md)", ""]
+    flash = [r for r in rs if r.section == "flash"]
+    lines += _table(flash, "error")
+    slow = [r.published / r.tracekit for r in flash if r.figure.endswith("ms/step")]
+    lines += ["", f"The absolute GPT-2 steps are {min(slow):.1f}-{max(slow):.1f}x shorter than the paper's and are "
+              "not tested: the model's kernels and collectives account for about half of each measured step, and the "
+              "paper does not say where the 2022 stack spent the rest. The speedups share every non-attention term, "
+              "so they are tested."]
+    lines += ["", "## NCCL all-reduce bus bandwidth (measured busbw, each at its message size)", "",
+              "tracekit's figure is the product's own: `collectives.gpu_collective_s` with the GPU catalog's "
+              "achievable NVLink bandwidth, NVLS efficiency and 10 us latency (the ring path alone where NVLS was "
+              "off). The maintainer's 370 and 480 GB/s in nccl-tests#212 are expected values, not measurements, "
+              "and are no longer rows.", ""]
+    lines += _table([r for r in rs if r.section == "nccl"], "error")
+    lines += ["", "## Derived, not a measurement", ""]
+    lines += _table([r for r in rs if r.section == "derived"], "error")
+    lines += ["", "GPT-3 175B: the published step is derived from the Megatron-LM paper's 34-day estimate, which "
+              "assumes the 140 TFLOP/s measured for other models; it is kept for reference, not tested. Its layout "
+              "is Megatron-LM's examples/gpt3/train_gpt3_175b_distributed.sh (TP 8, PP 16, micro-batch 1, batch "
+              "1536).", "", "## Gaps, stated rather than tuned away", ""]
+    for r in rs:
+        if r.gap:
+            lines.append(f"- {r.config or r.figure} ({r.error:+.1%}): {r.gap}.")
+    lines += ["", "## How the estimate is calibrated", "", CALIBRATION, ""]
     return "\n".join(lines)
+
+
+def _floor_ratio(name: str) -> float:
+    from dataclasses import replace
+
+    from tracekit.floor import compute_floor
+
+    cfg = load_config(name)
+    return predict_training(cfg).step_ns / compute_floor(replace(cfg, peaks="physical")).t_opt_ns
+
+
+CALIBRATION = """Only kernel-level measurements enter the estimate, none of the runs above:
+- GEMMs: Calculon's size-efficiency table (data/gpus.toml), capped at each GPU's measured matmul ceiling
+  (data/matmul.toml: the best-shape matmul, "MAMF", of stas00/ml-engineering, at the power-saturated clock where
+  a sustained figure was measured: H200 BF16 755 of 989 TFLOP/s, applied to the same-die H100 and H800 (?));
+- attention kernels: the utilisation their papers report (FlashAttention-2 abstract: FA1 25-40 %, FA2 50-73 % on
+  A100; FlashAttention-3 abstract: FA2 35 %, FA3 75 % on H100), taken as the kernel's whole time;
+- collectives at the catalog's achievable NVLink bandwidths, checked against measured busbw in the NCCL table
+  above; expert all-to-alls that
+  DualPipe hides still take 20 of the H800's 132 SMs from compute while they run (DeepSeek-V3 section 3.2.2);
+- everything else (HBM x 0.8, 3 us per memory operation, 10 us per collective) as docs/floor.md describes."""
 
 
 def main() -> None:

@@ -46,10 +46,20 @@ FIELD_TYPES: dict[str, type] = {
     "grad_overlap": bool,
     "grad_dtype": str,
     "capacity_factor": float,
+    "sequence_parallel": bool,
+    "pipeline_schedule": str,
+    "comm_overlap": str,
+    "pp_first_layers": int,
+    "pp_last_layers": int,
+    "dropout": bool,
+    "mtp_depth": int,
+    "moe_route_limit": int,
 }
 #: fields that only training configs use; settings() shows them for training configs only.
 TRAINING_FIELDS = ("micro_batch", "dp", "pp", "sp", "pp_interleave", "recompute", "attention_kernel", "optimizer",
-                   "zero", "grad_overlap", "grad_dtype", "capacity_factor")
+                   "zero", "grad_overlap", "grad_dtype", "capacity_factor", "sequence_parallel", "pipeline_schedule",
+                   "comm_overlap", "pp_first_layers", "pp_last_layers", "dropout", "mtp_depth",
+                   "moe_route_limit")
 DEFAULTS: dict[str, Any] = {
     "description": "",
     "dp_attention": 1,
@@ -72,6 +82,14 @@ DEFAULTS: dict[str, Any] = {
     "grad_overlap": True,
     "grad_dtype": "fp32",
     "capacity_factor": 1.0,
+    "sequence_parallel": False,
+    "pipeline_schedule": "1f1b",
+    "comm_overlap": "",
+    "pp_first_layers": 0,
+    "pp_last_layers": 0,
+    "dropout": False,
+    "mtp_depth": 0,
+    "moe_route_limit": 0,
 }
 
 
@@ -112,6 +130,14 @@ class DeploymentConfig:
     grad_overlap: bool = True
     grad_dtype: str = "fp32"
     capacity_factor: float = 1.0
+    sequence_parallel: bool = False
+    pipeline_schedule: str = "1f1b"
+    comm_overlap: str = ""
+    pp_first_layers: int = 0
+    pp_last_layers: int = 0
+    dropout: bool = False
+    mtp_depth: int = 0
+    moe_route_limit: int = 0
 
     @property
     def layout(self) -> Layout:

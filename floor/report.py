@@ -138,7 +138,8 @@ def config_rows(configs: list[DeploymentConfig | str]) -> list[dict[str, Any]]:
                 "model": c.model.key,
                 "hardware": c.hardware.key,
                 "n_gpus": c.n_gpus,
-                "layout": f"tp={c.tp} dp_attention={c.dp_attention} ep={c.ep}",
+                "layout": (f"dp={c.dp or c.n_gpus // (c.tp * c.sp * c.pp)} tp={c.tp} cp={c.sp} pp={c.pp} ep={c.ep}"
+                           if c.phase == "training" else f"tp={c.tp} dp_attention={c.dp_attention} ep={c.ep}"),
                 "description": c.description,
             }
         )

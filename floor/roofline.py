@@ -105,7 +105,8 @@ class FloorResult:
             "requests_per_gpu": self.requests_per_gpu,
             "tokens_per_step": self.tokens_per_step,
             "kv_capacity_requests": self.kv_capacity_requests,
-            "weight_bytes_per_gpu": int(cfg.weight_bytes_per_gpu),
+            # training configs: per-stage weights are in `tracekit predict`'s memory table (no inference layout)
+            "weight_bytes_per_gpu": int(cfg.weight_bytes_per_gpu) if cfg.phase != "training" else None,
             "parts": [p.to_dict() for p in self.parts],
             "resource_ns": dict(self.resource_ns),
             "t_opt_ns": self.t_opt_ns,

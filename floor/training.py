@@ -1,177 +1,102 @@
-"""A training step per GPU: forward + backward per micro-batch, pipeline bubble, gradient collectives overlapped
-with the last backward where the framework does, the optimizer, and memory feasibility.
+"""A training step per GPU: an estimate, not a bound.
 
-Counts are for the slowest pipeline stage (the last: its layers plus the LM head). Every kernel group is timed
-with the hierarchical roofline (efficiency.kernel_time), collectives with the topology model (collectives).
-A micro-batch runs forward (twice under full recomputation), backward (dgrad + wgrad GEMMs, 2x forward), and
-its tensor-parallel all-reduces, expert all-to-alls and pipeline sends unoverlapped (Megatron-style).
-Step = (m + (pp - 1) / v) x micro-batch time + exposed gradient collectives + optimizer.
+Each pipeline stage's micro-batch (training_work) is timed kernel by kernel with the hierarchical roofline
+(efficiency.kernel_time, at the config's peaks: calibrated `achievable` ones in the named training configs) and
+its collectives with the topology model. A collective is on the critical path unless the config hides its kind
+(`comm_overlap`): then only what exceeds the compute it overlaps shows. A stage's forward F and backward B
+(recomputation, input and weight gradients, exposed collectives) give the micro-batch time; the slowest rank
+(under DualPipe the mean of its two stages) sets the pace:
+
+    step = m x (F + B) + bubble(schedule) + exposed gradient collectives + parameter gathers + optimizer,
+
+with m micro-batches per pipeline and the bubbles of parallel.bubble. Gradient all-reduces (reduce-scatters
+under ZeRO) overlap the last micro-batch's backward when `grad_overlap`. `training_floor` turns the same counts
+into the floor (t_opt: the largest resource total, no bubble, no latency) that `predict` shows beside it.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .collectives import Topology, bus_factor, node_collective_time
-from .efficiency import KernelTime, KernelWork, hierarchy, kernel_time
-from .flash import AttnCost, AttnShape, attention_cost
-from .layout import kv_heads_per_gpu
-from .moe_a2a import a2a_volume, expert_gemm_flops
-from .parallel import TrainLayout
-from .training_config import GRAD_DTYPES, train_layout
-from .training_memory import TrainMemory, params_per_gpu, train_memory
+from .efficiency import KernelTime, KernelWork
+from .parallel import TrainLayout, bubble
+from .training_config import GRAD_DTYPES, overlaps, train_layout
+from .training_memory import TrainMemory, stage_params, train_memory
+from .training_work import ACT, StageWork, group_time, hidden, stage_work, stages, train_kernel_time
 
 if TYPE_CHECKING:
     from .config import DeploymentConfig
     from .roofline import FloorResult
 
-ACT = 2.0  # 16-bit activations
-#: d-wide tensor passes per layer forward outside GEMMs and attention: LN1 read+write (2), bias-dropout-add
-#: reads 2, writes 1, writes a 1-byte mask (3.5), LN2 (2), second bias-dropout-add (3.5).
-ELEM_D_PASSES = 11.0
-ELEM_FWD_LAUNCHES = 6
 #: optimizer HBM bytes per parameter besides the gradient: Adam reads master weights, m, v (12) and writes
 #: them (12) plus the 16-bit weights (2); SGD with momentum reads and writes master weights and momentum.
 OPTIMIZER_BYTES = {"adam": 26.0, "sgd": 18.0}
+GEMM_PARTS = ("attn_proj", "dense_mlp", "moe_router", "moe_experts", "shared_expert", "lm_head")
+#: Share of the SMs that overlapped expert all-to-alls take from compute: DeepSeek-V3 section 3.2.2, "only 20 SMs
+#: are sufficient to fully utilize the bandwidths of IB and NVLink", of the H800's 132.
+EP_COMM_SM_SHARE = 20 / 132
 
 
-@dataclass
-class _Acc:
-    """Kernel work (per micro-batch or per step) and collectives of one class, by phase."""
+@dataclass(frozen=True)
+class StageTime:
+    """One micro-batch on one stage: forward F, backward B (with recomputation), its weight-gradient part W,
+    the exposed collective time by part (inside F and B) and the kernel times by (part, phase)."""
 
-    work: dict[tuple[str, str], list[KernelWork]] = field(default_factory=lambda: defaultdict(list))
-    comm: dict[tuple[str, str], list[tuple[float, float, int]]] = field(default_factory=lambda: defaultdict(list))
-
-    def add(self, part: str, phase: str, work: KernelWork) -> None:
-        self.work[(part, phase)].append(work)
-
-    def coll(self, part: str, phase: str, time_s: float, net_bytes: float, count: int) -> None:
-        self.comm[(part, phase)].append((time_s, net_bytes, count))
-
-
-def _gemm(acc: _Acc, part: str, flops: float, weights: float, act: float, launches: int, fwd_passes: int,
-          grad_b: float) -> None:
-    """Forward (fwd_passes times) and backward (dgrad + wgrad: 2x FLOPs, weights read, main gradient
-    read-modify-written, activations twice) of one GEMM group."""
-    acc.add(part, "fwd", KernelWork(flops * fwd_passes, (weights + act) * fwd_passes, launches=launches * fwd_passes))
-    acc.add(part, "bwd", KernelWork(2 * flops, weights + weights / ACT * 2 * grad_b + 2 * act, launches=2 * launches))
+    f_s: float
+    b_s: float
+    w_s: float
+    exposed_s: dict[str, float]
+    kernels: dict[tuple[str, str], list[KernelTime]]
+    work: StageWork
 
 
-def _attn(acc: _Acc, cost_fwd: AttnCost, cost_bwd: AttnCost, fwd_passes: int, cfg_kernel: str) -> None:
-    """Attention forward (fwd_passes times) and backward; FlashAttention tiles load, compute and store in turn."""
-    for phase, cost, k in (("fwd", cost_fwd, fwd_passes), ("bwd", cost_bwd, 1)):
-        acc.add("attn_core", phase, KernelWork(cost.flops * k, cost.hbm_bytes * k, cost.l2_bytes * k,
-                                               cost.l2_bytes * k, launches=cost.launches * k,
-                                               serial=cfg_kernel != "standard"))
-
-
-def _group_s(cfg: DeploymentConfig, op: str, size: float, n: int, ranks_per_node: int) -> float:
-    """One collective among n ranks, ranks_per_node of them sharing a node (NVSwitch inside, NIC across)."""
-    if n <= 1 or size <= 0:
-        return 0.0
-    hw, ach = cfg.hardware, cfg.peaks == "achievable"
-    up = hw.scaleup_achievable_bytes_per_s if ach else hw.scaleup_bytes_per_s
-    if ranks_per_node >= n:
-        topo = Topology("switch", n, up)
-    else:
-        topo = Topology("hierarchical", n, up, gpus_per_node=ranks_per_node, inter_bytes_per_s=hw.scaleout_bytes_per_s)
-    return node_collective_time(op, size, topo, hw.nvls_efficiency).time_s + (hw.net_latency_ns * 1e-9 if ach else 0.0)
-
-
-def _micro_batch(cfg: DeploymentConfig, lay: TrainLayout, acc: _Acc) -> None:
-    """Kernels and collectives of one micro-batch on the last pipeline stage."""
-    m, hw = cfg.model, cfg.hardware
-    t, g = lay.tp, hw.gpus_per_node
-    seq, s = cfg.context_tokens, cfg.context_tokens // lay.sp
-    tok = lay.micro_batch * s
-    d, hd = m.d_model, m.head_dim or m.qk_head_dim
-    layers = m.n_layers // lay.pp
-    grad_b = GRAD_DTYPES[cfg.grad_dtype]
-    nf = 2 if cfg.recompute == "full" else 1
-
-    repl, sharded, kv_sharded = m.attn_params_split()
-    kvh = kv_heads_per_gpu(m, t) if kv_sharded else 0
-    p_attn = repl + sharded / t + (kv_sharded * kvh / m.n_kv_heads if kv_sharded else 0.0)
-    heads = m.n_heads // t
-    qkv_w = (heads + 2 * kvh) * hd
-    _gemm(acc, "attn_proj", layers * 2 * tok * p_attn, layers * p_attn * ACT,
-          layers * tok * (2 * d + qkv_w + heads * hd) * ACT, 2 * layers, nf, grad_b)
-
-    shape = AttnShape(pairs=lay.micro_batch * heads, n_q=s, n_k=seq, head_dim=hd, causal=True)
-    sram = hierarchy(hw).smem_per_sm_bytes or 100e3  # facts section 5: "M ~ 100 KB" where the catalog has none
-    f, b = (attention_cost(shape, cfg.attention_kernel, x, sram).scaled(layers) for x in ("fwd", "bwd"))
-    recompute_attn = nf + (1 if cfg.recompute == "selective" and cfg.attention_kernel == "standard" else 0)
-    _attn(acc, f, b, recompute_attn, cfg.attention_kernel)
-
-    moe_layers = m.moe_layers // lay.pp if m.is_moe else 0
-    dense_layers = layers - moe_layers
-    ff, mm = m.dense_intermediate, m.mlp_matrices
-    if dense_layers:
-        p_mlp = mm * d * ff / t
-        _gemm(acc, "dense_mlp", dense_layers * 2 * tok * p_mlp, dense_layers * p_mlp * ACT,
-              dense_layers * tok * (2 * d + mm * ff / t) * ACT, 2 * dense_layers, nf, grad_b)
-    rows_per_token = 1.0
-    if moe_layers:
-        k, n_exp, ffe = m.experts_per_token, m.n_routed_experts, m.moe_intermediate
-        vol = a2a_volume(tok, k, d, cfg.capacity_factor, lay.ep)
-        rows_per_token, ff = vol.expert_rows / tok, ffe
-        _gemm(acc, "moe_router", moe_layers * 2 * tok * d * n_exp, moe_layers * d * n_exp * ACT,
-              moe_layers * tok * (d + n_exp) * ACT, moe_layers, nf, grad_b)
-        local = n_exp / lay.ep * m.expert_params / t
-        _gemm(acc, "moe_experts", moe_layers * expert_gemm_flops(vol.expert_rows, m.expert_params, t),
-              moe_layers * local * ACT, moe_layers * vol.expert_rows * (2 * d + mm * ffe / t) * ACT,
-              2 * moe_layers, nf, grad_b)
-        size = vol.expert_rows * d * ACT  # nccl-tests S: all this rank sends, itself included
-        a2a_s = _group_s(cfg, "alltoall", size, lay.ep, max(1, g // t))
-        for part in ("a2a_dispatch", "a2a_combine"):
-            acc.coll(part, "mb", a2a_s, size * bus_factor("alltoall", lay.ep), moe_layers * (nf + 1))
-
-    elem = tok * (ELEM_D_PASSES * d + rows_per_token * mm * ff / t) * ACT * layers
-    acc.add("norm_elementwise", "fwd", KernelWork(0.0, elem * nf, launches=ELEM_FWD_LAUNCHES * layers * nf))
-    acc.add("norm_elementwise", "bwd", KernelWork(0.0, 2 * elem, launches=2 * ELEM_FWD_LAUNCHES * layers))
-
-    v_gpu = m.vocab / t  # LM head and cross-entropy on the last stage: logits written, read by the loss;
-    _gemm(acc, "lm_head", 2 * tok * v_gpu * d, v_gpu * d * ACT, tok * (d + 2 * v_gpu) * ACT, 1, 1, grad_b)
-
-    if t > 1:  # Megatron TP: two all-reduces per layer forward (each pass) and two in backward
-        ar = _group_s(cfg, "allreduce", tok * d * ACT, t, g)
-        acc.coll("allreduce", "mb", ar, tok * d * ACT * bus_factor("allreduce", t), layers * 2 * (nf + 1))
-    if lay.pp > 1:  # activations forward, their gradients backward, per virtual stage
-        stride = lay.n_gpus // lay.pp
-        bw = cfg.hardware.scaleup_achievable_bytes_per_s if stride < g else cfg.hardware.scaleout_bytes_per_s
-        p2p = tok * d * ACT / bw + (cfg.hardware.net_latency_ns * 1e-9 if cfg.peaks == "achievable" else 0.0)
-        acc.coll("sendrecv", "mb", p2p, tok * d * ACT, 2 * lay.pp_interleave)
-
-
-def _step_level(cfg: DeploymentConfig, lay: TrainLayout, acc: _Acc) -> None:
-    """Optimizer and gradient collectives, once per step."""
-    g, t = cfg.hardware.gpus_per_node, lay.tp
-    dense, expert = params_per_gpu(cfg, lay)
-    grad_b = GRAD_DTYPES[cfg.grad_dtype]
-    shard_d = lay.dp_attention if cfg.zero else 1
-    shard_e = lay.edp if cfg.zero else 1
-    owned = dense / shard_d + expert / shard_e
-    acc.add("optimizer", "step", KernelWork(10.0 * owned, owned * (grad_b + OPTIMIZER_BYTES[cfg.optimizer]),
-                                            launches=max(1, cfg.model.n_layers // lay.pp)))
-    for params, n, rpn in ((dense, lay.dp_attention, max(1, g // t)), (expert, lay.edp, max(1, g // (t * lay.ep)))):
-        if n <= 1 or params <= 0:
-            continue
-        if cfg.zero:
-            rs = _group_s(cfg, "reducescatter", params * grad_b, n, rpn)
-            ag = _group_s(cfg, "allgather", params * ACT, n, rpn)
-            acc.coll("reducescatter", "grad", rs, params * grad_b * bus_factor("reducescatter", n), 1)
-            acc.coll("allgather", "param", ag, params * ACT * bus_factor("allgather", n), 1)
+def _stage_time(cfg: DeploymentConfig, sw: StageWork) -> StageTime:
+    """Kernel times by phase plus the collectives left exposed by `comm_overlap` (module docstring)."""
+    kernels = {key: [train_kernel_time(cfg, key[0], w) for w in works] for key, works in sw.work.items()}
+    phase_k, gemm, shared = defaultdict(float), defaultdict(float), defaultdict(float)
+    for (part, phase), times in kernels.items():
+        t = sum(k.time_s for k in times)
+        phase_k[phase] += t
+        gemm[phase] += t if part in GEMM_PARTS else 0.0
+        shared[phase] += t if part == "shared_expert" else 0.0
+    comm = defaultdict(float)
+    for c in sw.comms:
+        comm[(c.kind, c.phase)] += c.time_s * c.count
+    ov, exposed, behind = overlaps(cfg), defaultdict(float), 0.0
+    for (kind, phase), t in comm.items():
+        if kind == "tp" and "tp" in ov:
+            exposed[(kind, phase)] = max(0.0, t - gemm[phase])
+        elif kind == "ep" and "ep_shared" in ov and "ep" not in ov:
+            exposed[(kind, phase)] = max(0.0, t - shared[phase])
+        elif hidden(cfg, kind):
+            behind += t  # hidden behind the whole micro-batch's compute
         else:
-            ar = _group_s(cfg, "allreduce", params * grad_b, n, rpn)
-            acc.coll("allreduce", "grad", ar, params * grad_b * bus_factor("allreduce", n), 1)
+            exposed[(kind, phase)] = t
+    compute = sum(phase_k.values())
+    # hidden all-to-alls run on SMs taken from compute: that share of their time slows the compute they overlap
+    stolen = EP_COMM_SM_SHARE * sum(t for (kind, _), t in comm.items() if kind == "ep" and hidden(cfg, kind))
+    compute += stolen
+    phase_k["bwd"] += stolen
+    overflow = max(0.0, behind - compute)
+    f = phase_k["fwd"] + sum(t for (_, ph), t in exposed.items() if ph == "fwd")
+    b = phase_k["recompute"] + phase_k["bwd"] + phase_k["wgrad"] + overflow
+    b += sum(t for (_, ph), t in exposed.items() if ph != "fwd")
+    by_part = defaultdict(float)  # exposed collective time, shared among the parts of each kind and phase
+    for c in sw.comms:
+        own = c.time_s * c.count
+        if (c.kind, c.phase) in exposed:
+            by_part[c.part] += exposed[(c.kind, c.phase)] * own / comm[(c.kind, c.phase)]
+        elif overflow:
+            by_part[c.part] += overflow * own / behind
+    return StageTime(f, b, phase_k["wgrad"], dict(by_part), kernels, sw)
 
 
 @dataclass(frozen=True)
 class PartTime:
-    """One class over the whole step: counts and time by level; time_ns is the sum of its kernels' roofline
-    times (or its collectives' times), exposed_ns the part on the critical path."""
+    """One class over the whole step on the critical rank: counts and time by level; time_ns is the sum of its
+    kernels' roofline times (or its collectives' times), exposed_ns the part on the critical path."""
 
     name: str
     flops: float
@@ -190,12 +115,13 @@ class PartTime:
 
 @dataclass(frozen=True)
 class TrainingPrediction:
-    """Step time and its breakdown for one training config."""
+    """Step time (an estimate) and its breakdown for one training config."""
 
     config: DeploymentConfig
     layout: TrainLayout
     memory: TrainMemory
     parts: list[PartTime]
+    critical_stage: int
     micro_batch_ns: int
     bubble_ns: int
     grad_comm_ns: int
@@ -224,10 +150,11 @@ class TrainingPrediction:
         lay = self.layout
         return {
             "config": {"name": self.config.name, **self.config.settings()},
-            "layout": {"n_gpus": lay.n_gpus, "dp": lay.dp, "tp": lay.tp, "sp": lay.sp, "pp": lay.pp, "ep": lay.ep,
-                       "edp": lay.edp, "pp_interleave": lay.pp_interleave, "micro_batches": lay.micro_batches},
-            "step_ns": self.step_ns, "micro_batch_ns": self.micro_batch_ns, "bubble_ns": self.bubble_ns,
-            "grad_comm_ns": self.grad_comm_ns, "grad_exposed_ns": self.grad_exposed_ns,
+            "layout": {"n_gpus": lay.n_gpus, "dp": lay.dp, "tp": lay.tp, "cp": lay.sp, "pp": lay.pp, "ep": lay.ep,
+                       "edp": lay.edp, "pp_interleave": lay.pp_interleave, "micro_batches": lay.micro_batches,
+                       "stage_layers": lay.stage_layers(), "schedule": lay.schedule},
+            "step_ns": self.step_ns, "critical_stage": self.critical_stage, "micro_batch_ns": self.micro_batch_ns,
+            "bubble_ns": self.bubble_ns, "grad_comm_ns": self.grad_comm_ns, "grad_exposed_ns": self.grad_exposed_ns,
             "optimizer_ns": self.optimizer_ns, "tokens_per_step": self.tokens_per_step,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
             "model_flops_per_s_per_gpu": self.model_flops_per_s_per_gpu, "mfu": self.mfu,
@@ -235,62 +162,103 @@ class TrainingPrediction:
         }
 
 
-def _times(cfg: DeploymentConfig, works: list[KernelWork]) -> list[KernelTime]:
-    return [kernel_time(cfg.hardware, w, cfg.peaks == "achievable") for w in works]
+def _ranks(lay: TrainLayout, times: list[StageTime]) -> list[tuple[int, list[tuple[StageTime, float]]]]:
+    """(first stage index, [(stage time, weight)]) per pipeline rank; DualPipe ranks average stages i and
+    pp - 1 - i (each direction's micro-batches cross one of them)."""
+    if lay.schedule == "dualpipe":
+        n = len(times)
+        return [(i, [(times[i], 0.5), (times[n - 1 - i], 0.5)]) for i in range(n // 2)]
+    return [(i, [(st, 1.0)]) for i, st in enumerate(times)]
+
+
+def _grad_collectives(cfg: DeploymentConfig, lay: TrainLayout, dense: float, expert: float) -> tuple[float, float]:
+    """(gradient reduction s, parameter gather s) once per step: all-reduce (ZeRO 0), reduce-scatter then
+    all-gather (ZeRO 1-2); ZeRO 3 moves them into every micro-batch (training_work)."""
+    g, t, grad_b = cfg.hardware.gpus_per_node, lay.tp, GRAD_DTYPES[cfg.grad_dtype]
+    red = gather = 0.0
+    if cfg.zero == 3:
+        return red, gather
+    for params, n, rpn in ((dense, lay.dp_attention, max(1, g // (t * lay.sp))),
+                           (expert, lay.edp, max(1, g // (t * lay.ep)))):
+        if n <= 1 or params <= 0:
+            continue
+        if cfg.zero:
+            red += group_time(cfg, "reducescatter", params * grad_b, n, rpn)
+            gather += group_time(cfg, "allgather", params * ACT, n, rpn)
+        else:
+            red += group_time(cfg, "allreduce", params * grad_b, n, rpn)
+    return red, gather
 
 
 def predict_training(cfg: DeploymentConfig) -> TrainingPrediction:
     """Step time of a training config with its per-class breakdown, bubble, overlap and memory."""
     lay = train_layout(cfg)
-    mb, st = _Acc(), _Acc()
-    _micro_batch(cfg, lay, mb)
-    _step_level(cfg, lay, st)
-    n_mb = lay.micro_batches
-    phase_s = defaultdict(float)
-    for (_, phase), works in mb.work.items():
-        phase_s[phase] += sum(k.time_s for k in _times(cfg, works))
-    mb_comm_s = sum(t * c for items in mb.comm.values() for t, _, c in items)
-    t_mb = phase_s["fwd"] + phase_s["bwd"] + mb_comm_s
-    bubble = (lay.pp - 1) / lay.pp_interleave * t_mb
-    grad_s = sum(t * c for items in st.comm.values() for t, _, c in items)
-    overlappable = sum(t * c for (_, ph), items in st.comm.items() if ph == "grad" for t, _, c in items)
-    grad_exposed = max(0.0, overlappable - phase_s["bwd"]) if cfg.grad_overlap else overlappable
-    exposed = grad_exposed + (grad_s - overlappable)  # parameter all-gathers (ZeRO-1) wait for the optimizer
-    opt_s = sum(k.time_s for k in _times(cfg, st.work[("optimizer", "step")]))
-    step_s = n_mb * t_mb + bubble + exposed + opt_s
-    parts = _part_times(cfg, mb, st, n_mb, grad_exposed)
+    sts = stages(cfg, lay)
+    params = [stage_params(cfg, st) for st in sts]
+    times = [_stage_time(cfg, stage_work(cfg, lay, st, sum(p))) for st, p in zip(sts, params, strict=True)]
+    ranks = _ranks(lay, times)
+
+    def rank_t(r: list[tuple[StageTime, float]]) -> float:
+        return sum((st.f_s + st.b_s) * w for st, w in r)
+
+    crit_i, crit = max(ranks, key=lambda r: rank_t(r[1]))
+    f, b, w = (sum(getattr(st, a) * wt for st, wt in crit) for a in ("f_s", "b_s", "w_s"))
+    n_mb, t_mb = lay.micro_batches, f + b
+    bub = bubble(lay.schedule, lay.pp, lay.pp_interleave, f, b, w, f + b)
+    held = [sts[crit_i]] + ([sts[lay.pp - 1 - crit_i]] if lay.schedule == "dualpipe" else [])
+    dense = sum(stage_params(cfg, st)[0] for st in held)
+    expert = sum(stage_params(cfg, st)[1] for st in held)
+    red, gather = _grad_collectives(cfg, lay, dense, expert)
+    grad_exposed = max(0.0, red - b) if cfg.grad_overlap else red
+    opt = _optimizer(cfg, lay, dense, expert)
+    opt_s = train_kernel_time(cfg, "optimizer", opt).time_s
+    step_s = n_mb * t_mb + bub + grad_exposed + gather + opt_s
+    parts = _part_times(cfg, crit, n_mb, opt, red, gather, grad_exposed)
     m = cfg.model
-    flops = (6 * cfg.context_tokens * m.params_active() + 12 * m.n_layers * m.d_model * cfg.context_tokens ** 2)
-    return TrainingPrediction(cfg, lay, train_memory(cfg, lay), parts, round(t_mb * 1e9), round(bubble * 1e9),
-                              round(grad_s * 1e9), round(exposed * 1e9), round(opt_s * 1e9), round(step_s * 1e9),
-                              flops * cfg.batch)
+    flops = 6 * cfg.context_tokens * m.params_active() + 12 * m.n_layers * m.d_model * cfg.context_tokens ** 2
+    return TrainingPrediction(cfg, lay, train_memory(cfg, lay, sts), parts, crit_i, round(t_mb * 1e9),
+                              round(bub * 1e9), round((red + gather) * 1e9), round((grad_exposed + gather) * 1e9),
+                              round(opt_s * 1e9), round(step_s * 1e9), flops * cfg.batch)
 
 
-def _part_times(cfg: DeploymentConfig, mb: _Acc, st: _Acc, n_mb: int, grad_exposed_s: float) -> list[PartTime]:
-    """Per class over the step: micro-batch work x m plus step-level work."""
+def _optimizer(cfg: DeploymentConfig, lay: TrainLayout, dense: float, expert: float) -> KernelWork:
+    """The optimizer step over the parameters this GPU owns (its shard under ZeRO >= 1)."""
+    owned = dense / lay.dp_attention + expert / lay.edp if cfg.zero else dense + expert
+    return KernelWork(10.0 * owned, owned * (GRAD_DTYPES[cfg.grad_dtype] + OPTIMIZER_BYTES[cfg.optimizer]),
+                      launches=max(1, cfg.model.n_layers // lay.pp))
+
+
+def _part_times(cfg: DeploymentConfig, crit: list[tuple[StageTime, float]], n_mb: int, opt: KernelWork,
+                red_s: float, gather_s: float, grad_exposed_s: float) -> list[PartTime]:
+    """Per class over the step on the critical rank: micro-batch work x m plus the step-level work."""
     rows: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for acc, mult in ((mb, n_mb), (st, 1)):
-        for (part, _), works in acc.work.items():
-            r = rows[part]
-            for w, kt in zip(works, _times(cfg, works), strict=True):
-                r["flops"] += w.flops * mult
-                r["hbm_bytes"] += w.hbm_bytes * mult
-                r["l2_bytes"] += w.l2_bytes * mult
-                r["compute"] += kt.compute_s * mult
-                r["hbm"] += kt.hbm_s * mult
-                r["onchip"] += max(kt.l2_s, kt.smem_s) * mult
-                r["time"] += kt.time_s * mult
-                r["exposed"] += kt.time_s * mult
-        for (part, phase), items in acc.comm.items():
-            r = rows[part]
-            for t, nbytes, count in items:
-                r["net_bytes"] += nbytes * count * mult
-                r["messages"] += count * mult
-                r["net"] += t * count * mult
-                r["time"] += t * count * mult
-                r["exposed"] += t * count * mult if phase != "grad" else 0.0
-    if "allreduce" in rows or "reducescatter" in rows:
-        rows["allreduce" if not cfg.zero else "reducescatter"]["exposed"] += grad_exposed_s
+
+    def kernels(part: str, works: list[KernelWork], times: list[KernelTime], mult: float) -> None:
+        r = rows[part]
+        for wk, kt in zip(works, times, strict=True):
+            for key, val in (("flops", wk.flops), ("hbm_bytes", wk.hbm_bytes), ("l2_bytes", wk.l2_bytes),
+                             ("compute", kt.compute_s), ("hbm", kt.hbm_s), ("onchip", max(kt.l2_s, kt.smem_s)),
+                             ("time", kt.time_s), ("exposed", kt.time_s)):
+                r[key] += val * mult
+
+    for st, wt in crit:
+        for (part, phase), times in st.kernels.items():
+            kernels(part, st.work.work[(part, phase)], times, n_mb * wt)
+        for c in st.work.comms:
+            r, mult = rows[c.part], n_mb * wt * c.count
+            r["net_bytes"] += c.net_bytes * mult
+            r["messages"] += mult
+            r["net"] += c.time_s * mult
+            r["time"] += c.time_s * mult
+        for part, t in st.exposed_s.items():
+            rows[part]["exposed"] += t * n_mb * wt
+    opt_t = train_kernel_time(cfg, "optimizer", opt)
+    kernels("optimizer", [opt], [opt_t], 1)
+    grad_part = "reducescatter" if cfg.zero else "allreduce"
+    for part, t, exp in ((grad_part, red_s, grad_exposed_s), ("allgather", gather_s, gather_s)):
+        if t:
+            for key, val in (("net", t), ("time", t), ("exposed", exp), ("messages", 1)):
+                rows[part][key] += val
     out = []
     for name, r in rows.items():
         levels = {"compute": r["compute"], "hbm": r["hbm"], "onchip": r["onchip"], "network": r["net"]}
@@ -302,7 +270,7 @@ def _part_times(cfg: DeploymentConfig, mb: _Acc, st: _Acc, n_mb: int, grad_expos
 
 
 def training_floor(cfg: DeploymentConfig) -> FloorResult:
-    """compute_floor for a training config: per-class parts over one optimizer step on one GPU."""
+    """compute_floor for a training config: per-class parts over one optimizer step on the critical GPU."""
     from .decode import CLASS_NAMES
     from .roofline import RESOURCES, ClassPart, FloorResult
 
@@ -318,11 +286,10 @@ def training_floor(cfg: DeploymentConfig) -> FloorResult:
                    "network": sum(p.net_ns for p in parts)}
     hw, lay = cfg.hardware, pred.layout
     notes = [
-        f"training step: predicted {pred.step_ns} ns (micro-batch {pred.micro_batch_ns} ns x {lay.micro_batches}, "
-        f"bubble {pred.bubble_ns} ns, exposed gradient collectives {pred.grad_exposed_ns} ns, optimizer "
-        f"{pred.optimizer_ns} ns); see `tracekit predict`",
-        f"memory per GPU {pred.memory.total / 1e9:.1f} GB of {pred.memory.capacity / 1e9:.0f} GB"
-        + ("" if pred.memory.feasible else " (does not fit)"),
+        f"training step estimate {pred.step_ns} ns at {cfg.peaks} peaks (micro-batch {pred.micro_batch_ns} ns x "
+        f"{lay.micro_batches}, bubble {pred.bubble_ns} ns, exposed gradient collectives {pred.grad_exposed_ns} ns, "
+        f"optimizer {pred.optimizer_ns} ns); see `tracekit predict`",
+        f"memory per GPU: {pred.memory.verdict()}",
         f"peaks: {cfg.peaks}",
     ]
     return FloorResult(

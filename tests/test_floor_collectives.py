@@ -1,4 +1,5 @@
-"""Collectives by topology: hand values, nccl-tests busbw conventions and the measured NVLink busbw."""
+"""Collectives by topology: hand values and nccl-tests busbw conventions (the measured busbw rows, at the catalog
+values the product uses, are in tests/test_validation.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ from tracekit.floor.collectives import OPS, Topology, bus_factor, collective_tim
 from tracekit.floor.decode import collective_bytes
 
 GB = 1e9
-#: NCCL maintainer in NVIDIA/nccl-tests#212 (facts section 4): ring over NVLink loses ~20 % to the protocol.
-PROTOCOL_EFFICIENCY = 0.8
 
 
 def test_ring_allreduce_is_serialisation_plus_latency_per_step():
@@ -64,34 +63,6 @@ def test_bad_topologies_are_rejected():
         collective_time("broadcast", GB, Topology("ring", 8, GB))
     with pytest.raises(ValueError, match="nvls"):
         Topology("nvls", 8, GB)  # no switch efficiency given
-
-
-def _nvlink_busbw(gpu: str) -> float:
-    """Large-message (4 GB) ring all-reduce busbw over NVSwitch at line rate x protocol efficiency."""
-    topo = Topology("switch", 8, get_gpu(gpu).scaleup_bytes_per_s * PROTOCOL_EFFICIENCY)
-    return collective_time("allreduce", 4 * GB, topo).busbw_bytes_per_s
-
-
-def test_nccl_allreduce_busbw_8x_h100():
-    """8x H100 NVLink4 ring busbw ~370 GB/s (NVIDIA/nccl-tests#212, facts section 4). Tolerance 15 %."""
-    assert _nvlink_busbw("h100") == pytest.approx(370 * GB, rel=0.15)
-
-
-def test_nccl_allreduce_busbw_8x_a100():
-    """8x A100 NVLink3 ring busbw at large sizes ~230 GB/s: the NCCL maintainer in NVIDIA/nccl-tests#149
-    (2023-07-05: 12 links x ~20 GB/s effective = 240, ~230 reached at 8 GB). The ~200-208 GB/s that
-    floor-facts.md quotes is that issue's 1 GB run, still rising, and #178's two-GPU run. Tolerance 15 %."""
-    assert _nvlink_busbw("a100") == pytest.approx(230 * GB, rel=0.15)
-
-
-@pytest.mark.parametrize(("gpu", "published_gb_per_s"), [("h100", 480), ("h200", 475)])
-def test_nccl_nvls_allreduce_busbw(gpu: str, published_gb_per_s: float):
-    """NVLink SHARP all-reduce peak busbw: ~480 GB/s on 8x H100 (NCCL maintainer, NVIDIA/nccl-tests#212) and
-    475 GB/s on 8x H200 (NVIDIA/nccl-tests#272), facts section 4. Tolerance 15 %."""
-    spec = get_gpu(gpu)
-    topo = Topology("nvls", 8, spec.scaleup_bytes_per_s * PROTOCOL_EFFICIENCY, nvls_efficiency=spec.nvls_efficiency)
-    assert collective_time("allreduce", 4 * GB, topo).busbw_bytes_per_s == pytest.approx(published_gb_per_s * GB,
-                                                                                          rel=0.15)
 
 
 def test_nvls_beats_the_ring_only_for_all_reduce():

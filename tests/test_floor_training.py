@@ -1,5 +1,5 @@
-"""Training-step model: configs, 5D layout errors, memory, predict CLI, and validation against published
-numbers (shared/facts/floor-facts.md section 6.1; tolerance stated in each test)."""
+"""Training-step model: configs, 5D layout errors, pipeline stages and schedules, memory per tensor, overlap,
+and the predict CLI. Validation against published measurements is tests/test_validation.py."""
 
 from __future__ import annotations
 
@@ -9,12 +9,17 @@ import pytest
 from click.testing import CliRunner
 
 from tracekit.cli import main
-from tracekit.floor import CLASS_NAMES, ConfigError, compute_floor, load_config
+from tracekit.floor import CLASS_NAMES, ConfigError, compute_floor, list_configs, load_config
 from tracekit.floor.moe_a2a import a2a_volume, expert_capacity
+from tracekit.floor.parallel import bubble, in_flight
 from tracekit.floor.training import predict_training
+from tracekit.floor.training_config import train_layout
+from tracekit.floor.training_memory import stage_params
+from tracekit.floor.training_work import route_copies, stages
 
 TRAINING = ["gpt2-small-dp8-a100", "gpt2-medium-dp8-a100", "gpt2-medium-dp8-a100-noflash",
-            "gpt3-175b-megatron-a100", "mixtral-8x7b-ep8-h100"]
+            "gpt3-175b-megatron-a100", "mixtral-8x7b-ep8-h100", "megatron-gpt-145b-a100", "llama3-405b-8k-8192gpu-h100",
+            "llama3-405b-128k-h100", "dsv3-train-h800", "dsv2-train-h800"]
 
 
 def step(name: str, **sets) -> int:
@@ -28,7 +33,11 @@ def test_training_configs_give_feasible_steps_with_known_parts(name):
     assert pred.step_ns > 0 and 0 < pred.mfu < 1
     floor = compute_floor(load_config(name))
     assert {p.name for p in floor.parts} <= set(CLASS_NAMES)
-    assert {"attn_proj", "attn_core", "lm_head", "norm_elementwise", "optimizer"} <= {p.name for p in floor.parts}
+    names = {p.name for p in floor.parts}
+    assert {"attn_proj", "attn_core", "norm_elementwise", "optimizer"} <= names
+    lay = pred.layout  # the floor describes the critical rank: the LM head is there only if that rank holds it
+    holds_head = pred.critical_stage == lay.pp - 1 or (lay.schedule == "dualpipe" and pred.critical_stage == 0)
+    assert ("lm_head" in names) == holds_head
     assert floor.t_opt_ns <= pred.step_ns <= floor.t_sum_ns + pred.bubble_ns + 1
 
 
@@ -97,27 +106,146 @@ def test_predict_cli_training_and_inference():
     assert bad.exit_code == 2 and "sp" in bad.stderr
 
 
-# ---- validation: FlashAttention paper, Tables 2 and 4 (facts section 6.1, derived speedups) -------------
+# ---- pipeline stages and schedules ------------------------------------------------------------------------------
 
-def test_gpt2_small_flash_speedup_over_megatron():
-    """FA/Megatron training speedup 1.74x on GPT-2 small (4.7 / 2.7 days). Tolerance 10 %. Megatron: standard
-    attention at the largest power-of-two micro-batch that fits in 80 GB (32)."""
-    ratio = step("gpt2-small-dp8-a100", attention_kernel="standard", micro_batch=32) / step("gpt2-small-dp8-a100")
-    assert ratio == pytest.approx(4.7 / 2.7, rel=0.10)
-
-
-def test_gpt2_medium_flash_speedup_over_megatron():
-    """FA/Megatron speedup 1.67x on GPT-2 medium (11.5 / 6.9 days). Tolerance 10 %."""
-    ratio = step("gpt2-medium-dp8-a100-noflash") / step("gpt2-medium-dp8-a100")
-    assert ratio == pytest.approx(11.5 / 6.9, rel=0.10)
+def test_uneven_end_stages_follow_the_config():
+    """Llama 3: one layer fewer on the first and last stage (126 = 7 + 14 x 8 + 7)."""
+    lay = predict_training(load_config("llama3-405b-8k-8192gpu-h100")).layout
+    assert lay.stage_layers() == [7] + [8] * 14 + [7] and sum(lay.stage_layers()) == 126
 
 
-@pytest.mark.parametrize(("context", "days"), [(2048, 3.0), (4096, 3.6)])
-def test_gpt2_small_long_context_against_megatron_1k(context, days):
-    """Table 4: FA at 2K (3.0 days) and 4K (3.6 days) against Megatron at 1K (4.7 days): 1.57x and 1.31x.
-    Tolerance 10 %. Assumes constant tokens per step (the facts mark that reading (?)): batch 512 x 1k."""
-    megatron = step("gpt2-small-dp8-a100", attention_kernel="standard", micro_batch=32)
-    tokens = 512 * 1024
-    flash = step("gpt2-small-dp8-a100", context_tokens=context, batch=tokens // context,
-                 micro_batch=64 * 1024 // context)
-    assert megatron / flash == pytest.approx(4.7 / days, rel=0.10)
+@pytest.mark.parametrize(("sets", "field"), [
+    ({"pp_first_layers": "6", "pp_last_layers": "7"}, "pp_first_layers"),  # 113 layers over 14 middle stages
+    ({"pp_first_layers": "0", "pp_last_layers": "0"}, "pp"),  # 126 layers do not split evenly over 16 x 8
+    ({"pipeline_schedule": "gpipe"}, "pipeline_schedule"),
+    ({"comm_overlap": "pp,dp"}, "comm_overlap"),
+    ({"zero": "4"}, "zero"),
+    ({"sequence_parallel": "true", "tp": "1", "dp": "0"}, "sequence_parallel"),
+])
+def test_bad_training_fields_name_the_field(sets, field):
+    with pytest.raises(ConfigError, match=rf": {field}: "):
+        load_config("llama3-405b-8k-8192gpu-h100", sets)
+
+
+def test_bubbles_follow_each_schedule():
+    f, b, w = 1.0, 2.0, 1.0
+    assert bubble("1f1b", 16, 1, f, b, w, f + b) == pytest.approx(15 * 3)
+    assert bubble("1f1b", 16, 8, f, b, w, f + b) == pytest.approx(15 * 3 / 8)
+    assert bubble("zero_bubble", 16, 1, f, b, w, f + b) == pytest.approx(15 * (1 + 2 - 2))
+    assert bubble("dualpipe", 16, 1, f, b, w, f + b) == pytest.approx(7 * (3 + 2 - 3))  # DeepSeek-V3 Table 2
+    assert in_flight("1f1b", 16, 1, 64, 0) == 16 and in_flight("1f1b", 16, 1, 64, 15) == 1
+    assert in_flight("1f1b", 16, 8, 64, 0) == pytest.approx(16 * (1 + 15 / 128))
+    assert in_flight("dualpipe", 16, 1, 120, 3) == pytest.approx(17 / 2)  # PP + 1 over a rank's two stages
+
+
+def test_more_micro_batches_shrink_the_bubble_share():
+    big = predict_training(load_config("llama3-405b-8k-8192gpu-h100"))  # 32 micro-batches per pipeline
+    small = predict_training(load_config("llama3-405b-8k-16384gpu-h100"))  # 16
+    assert big.bubble_ns == small.bubble_ns
+    assert big.bubble_ns / big.step_ns < small.bubble_ns / small.step_ns
+
+
+# ---- memory -----------------------------------------------------------------------------------------------------
+
+def _mem(name: str, **sets):
+    return predict_training(load_config(name, {k: str(v) for k, v in sets.items()})).memory
+
+
+def test_sequence_parallel_shards_the_norm_region_over_tp():
+    items = dict(_mem("llama3-405b-8k-8192gpu-h100").items)
+    plain = dict(_mem("llama3-405b-8k-8192gpu-h100", sequence_parallel=False).items)
+    key = "activations: norms and GEMM inputs"
+    assert plain[key] == pytest.approx(8 * items[key])  # tp = 8
+    assert plain["activations: mlp intermediates"] == items["activations: mlp intermediates"]
+
+
+def test_recompute_orders_activation_memory():
+    acts = [_mem("llama3-405b-8k-8192gpu-h100", recompute=r).activations for r in ("none", "selective", "full")]
+    assert acts[0] > acts[1] > acts[2] > 0
+    full = _mem("llama3-405b-8k-8192gpu-h100", recompute="full")
+    assert dict(full.items) == pytest.approx({**{k: v for k, v in full.items if not k.startswith("activations")},
+                                               "activations: layer inputs": full.activations})
+
+
+def test_zero_stages_shard_optimizer_then_gradients_then_weights():
+    m = {z: _mem("llama3-405b-8k-8192gpu-h100", zero=z) for z in (0, 1, 2, 3)}
+    assert m[1].optimizer == pytest.approx(m[0].optimizer / 64) and m[1].grads == m[0].grads
+    assert m[2].grads == pytest.approx(m[1].grads / 64) and m[2].weights == m[1].weights
+    assert m[3].weights < m[2].weights / 3  # sharded, plus two layers gathered at a time
+
+
+def test_context_parallel_splits_activations_and_exchanges_kv():
+    base = predict_training(load_config("llama3-405b-128k-h100"))
+    half = predict_training(load_config("llama3-405b-128k-h100", {"sp": "8", "dp": "16", "batch": "256"}))
+    assert base.memory.activations == pytest.approx(half.memory.activations / 2, rel=0.01)
+    gathers = {p.name: p.messages for p in base.parts}
+    assert gathers["allgather"] > 0 and gathers["reducescatter"] > 0
+
+
+def test_a_layout_that_does_not_fit_names_the_tensor_and_the_overflow():
+    mem = _mem("llama3-405b-8k-8192gpu-h100", micro_batch=2)
+    assert not mem.feasible
+    over = (mem.total - mem.capacity) / 1e9
+    assert f"{over:.1f} GB over" in mem.verdict() and "activations: mlp intermediates" in mem.verdict()
+    assert mem.largest[0] == "activations: mlp intermediates"
+
+
+def test_first_stage_holds_the_embedding_and_the_last_the_head():
+    cfg = load_config("llama3-405b-8k-8192gpu-h100")
+    sts = stages(cfg, train_layout(cfg))
+    first, middle, last = (stage_params(cfg, st)[0] for st in (sts[0], sts[1], sts[-1]))
+    emb = cfg.model.embedding_params / 8
+    assert first == pytest.approx(middle * 7 / 8 + emb) and last == pytest.approx(first)
+
+
+# ---- MoE, FP8, overlap ------------------------------------------------------------------------------------------
+
+def test_node_limited_routing_caps_the_copies_per_token():
+    assert route_copies(8, 8, 0) == 8  # one copy per routed expert
+    assert route_copies(8, 8, 4) == 4  # DeepSeek-V3: at most 4 nodes, one copy each
+    assert route_copies(6, 8, 3) == 3  # DeepSeek-V2: at most 3 devices
+    assert route_copies(2, 64, 4) == pytest.approx(64 * (1 - (63 / 64) ** 2))
+
+
+def test_fp8_gemms_and_hidden_all_to_alls_speed_up_deepseek_v3():
+    base = step("dsv3-train-h800")
+    assert step("dsv3-train-h800", weight_dtype="bf16") > base * 1.1
+    assert step("dsv3-train-h800", comm_overlap="pp") > base * 1.1  # all-to-alls on the critical path
+
+
+def test_tp_overlap_hides_tensor_parallel_collectives():
+    exposed = predict_training(load_config("llama3-405b-8k-8192gpu-h100"))
+    hidden = predict_training(load_config("llama3-405b-8k-8192gpu-h100", {"comm_overlap": "pp,tp"}))
+    assert hidden.step_ns < exposed.step_ns
+    assert {p.name: p.exposed_ns for p in hidden.parts}["allgather"] < \
+        {p.name: p.exposed_ns for p in exposed.parts}["allgather"]
+
+
+def test_the_floor_is_below_the_estimate_on_physical_peaks():
+    from dataclasses import replace
+
+    for name in ("llama3-405b-8k-8192gpu-h100", "dsv3-train-h800", "megatron-gpt-1t-a100"):
+        cfg = load_config(name)
+        floor = compute_floor(replace(cfg, peaks="physical"))
+        assert floor.peak_kind == "physical" and 0 < floor.t_opt_ns < predict_training(cfg).step_ns
+
+
+def test_predict_reports_estimate_and_floor_for_training_and_inference():
+    for name in ("llama3-405b-8k-8192gpu-h100", "llama3-70b-tp8-h100"):
+        out = CliRunner().invoke(main, ["predict", "--config", name, "--format", "json"])
+        assert out.exit_code == 0, out.output
+        doc = json.loads(out.stdout)
+        assert doc["peak_kind"] == "physical" and doc["estimate_peak_kind"] == "achievable"
+        assert 0 < doc["floor_t_opt_ns"] <= doc["estimate_ns"]
+        assert doc["estimate_over_floor"] == pytest.approx(doc["estimate_ns"] / doc["floor_t_opt_ns"], rel=1e-3)
+    text = CliRunner().invoke(main, ["predict", "--config", "llama3-405b-8k-8192gpu-h100"]).output
+    assert "not a bound" in text and "floor_t_opt_ns" in text and "fits:" in text
+
+
+@pytest.mark.parametrize("name", [n for n in list_configs() if load_config(n).phase == "training"])
+def test_every_training_config_runs_through_predict_and_floor(name):
+    for command in ("predict", "floor"):
+        out = CliRunner().invoke(main, [command, "--config", name, "--format", "json"])
+        assert out.exit_code == 0, (command, out.output)
+    doc = json.loads(CliRunner().invoke(main, ["predict", "--config", name, "--format", "json"]).stdout)
+    assert doc["floor_t_opt_ns"] <= doc["estimate_ns"] and doc["memory"]["verdict"]

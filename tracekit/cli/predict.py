@@ -1,8 +1,10 @@
-"""`tracekit predict`: step time of a training or inference config, by class and resource, with the layout
-and (training) memory per GPU and feasibility."""
+"""`tracekit predict`: two figures for the step of a training or inference config: the estimate (what a tuned
+stack usually reaches; not a bound) and the floor t_opt of the same step on physical peaks (a bound), with their
+ratio, the breakdown by class and resource, and for training the layout and memory per GPU."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,12 @@ import click
 from tracekit.cli.common import output_options
 from tracekit.report.document import Document, Table, rows_frame
 from tracekit.report.render import emit
+
+#: The floor always uses spec-sheet peaks, whatever the config's default (docs/floor.md, "Peaks").
+FLOOR_PEAKS = "physical"
+ESTIMATE_NOTE = ("estimate_ns is an estimate of the step, not a bound: a real step can be faster or slower. "
+                 "floor_t_opt_ns is the bound: no step of this config on this hardware is faster.")
+STEP_NOTE = "estimate_ns: an estimate, not a bound; floor_t_opt_ns: the floor (physical peaks), a bound"
 
 
 def _analysis_class() -> dict[str, str]:
@@ -24,46 +32,63 @@ def _analysis_class() -> dict[str, str]:
     return out
 
 
+def _figures(estimate_ns: int, estimate_peaks: str, floor_ns: int) -> dict[str, Any]:
+    """The two figures every predict report carries, with their ratio and which peaks each used."""
+    return {"estimate_ns": estimate_ns, "estimate_peak_kind": estimate_peaks, "floor_t_opt_ns": floor_ns,
+            "peak_kind": FLOOR_PEAKS, "estimate_over_floor": round(estimate_ns / max(floor_ns, 1), 4)}
+
+
+def _kv(rows: list[tuple[str, Any]]) -> Any:
+    return rows_frame([{"key": k, "value": v} for k, v in rows])
+
+
 def _training_doc(cfg: Any, classes: dict[str, str]) -> Document:
+    from tracekit.floor import compute_floor
     from tracekit.floor.training import predict_training
 
     pred = predict_training(cfg)
+    floor = compute_floor(replace(cfg, peaks=FLOOR_PEAKS))
+    figures = _figures(pred.step_ns, cfg.peaks, floor.t_opt_ns)
     lay, mem = pred.layout, pred.memory
     parts = [{"part": p.name, "class": classes.get(p.name, ""), "time_ns": p.time_ns, "exposed_ns": p.exposed_ns,
               "bound": p.bound, "compute_ns": p.compute_ns, "hbm_ns": p.hbm_ns, "onchip_ns": p.onchip_ns,
               "net_ns": p.net_ns, "flops": round(p.flops), "hbm_bytes": round(p.hbm_bytes),
               "net_bytes": round(p.net_bytes)} for p in pred.parts]
     summary = [
-        ("step_ns", pred.step_ns), ("micro_batch_ns", pred.micro_batch_ns), ("micro_batches", lay.micro_batches),
-        ("bubble_ns", pred.bubble_ns), ("grad_comm_ns", pred.grad_comm_ns),
+        *figures.items(), ("floor_binding", floor.binding),
+        ("micro_batch_ns", pred.micro_batch_ns), ("micro_batches", lay.micro_batches),
+        ("critical_stage", pred.critical_stage), ("bubble_ns", pred.bubble_ns), ("grad_comm_ns", pred.grad_comm_ns),
         ("grad_exposed_ns", pred.grad_exposed_ns), ("optimizer_ns", pred.optimizer_ns),
         ("tokens_per_step", pred.tokens_per_step), ("tokens_per_s_per_gpu", round(pred.tokens_per_s_per_gpu, 1)),
         ("model_tflops_per_gpu", round(pred.model_flops_per_s_per_gpu / 1e12, 2)), ("mfu", round(pred.mfu, 4)),
-        ("peaks", cfg.peaks),
     ]
-    layout = [("n_gpus", lay.n_gpus), ("dp", lay.dp), ("tp", lay.tp), ("sp", lay.sp), ("pp", lay.pp),
+    layout = [("n_gpus", lay.n_gpus), ("dp", lay.dp), ("tp", lay.tp), ("cp", lay.sp), ("pp", lay.pp),
               ("ep", lay.ep), ("edp", lay.edp), ("pp_interleave", lay.pp_interleave),
+              ("stage_layers", " ".join(map(str, lay.stage_layers()))), ("schedule", lay.schedule),
               ("micro_batch", lay.micro_batch), ("global_batch", lay.global_batch)]
-    memory = [(k, v) for k, v in mem.to_dict().items()]
-    kv = lambda rows: rows_frame([{"key": k, "value": v} for k, v in rows])  # noqa: E731
-    notes = [] if mem.feasible else [f"does not fit: {mem.total / 1e9:.1f} GB per GPU of {mem.capacity / 1e9:.0f} GB"]
+    memory = [(k, v) for k, v in mem.to_dict().items() if k != "items"] + list(mem.items)
     return Document(
         f"tracekit predict: {cfg.name} (training step)",
-        [Table("step", kv(summary)),
-         Table("by class and resource", rows_frame(parts), note="per GPU per optimizer step; times in ns"),
-         Table("layout", kv(layout)), Table("memory per GPU", kv(memory), note="bytes on the fullest GPU")],
-        notes=notes, data=pred.to_dict(),
+        [Table("step", _kv(summary), note=STEP_NOTE),
+         Table("by class and resource", rows_frame(parts),
+               note=f"the estimate on the critical stage, per GPU per optimizer step, at {cfg.peaks} peaks; ns"),
+         Table("layout", _kv(layout)),
+         Table("memory per GPU", _kv(memory), note=f"bytes on the fullest GPU; {mem.verdict()}")],
+        notes=[ESTIMATE_NOTE] + ([] if mem.feasible else [mem.verdict()]),
+        data={**figures, **pred.to_dict(), "floor": floor.to_dict()},
     )
 
 
 def _inference_doc(cfg: Any, classes: dict[str, str]) -> Document:
     from tracekit.floor import compute_floor
 
-    result = compute_floor(cfg)
+    result = compute_floor(replace(cfg, peaks=FLOOR_PEAKS))
+    estimate = compute_floor(replace(cfg, peaks="achievable"))
+    figures = _figures(estimate.t_opt_ns, "achievable", result.t_opt_ns)
     parts = [{"part": p.name, "class": classes.get(p.name, ""), "floor_ns": p.floor_ns, "compute_ns": p.compute_ns,
               "hbm_ns": p.hbm_ns, "net_ns": p.net_ns, "flops": p.flops, "hbm_bytes": p.hbm_bytes,
               "net_bytes": p.net_bytes} for p in result.parts]
-    summary = [("t_opt_ns", result.t_opt_ns), ("t_sum_ns", result.t_sum_ns), ("binding", result.binding),
+    summary = [*figures.items(), ("t_sum_ns", result.t_sum_ns), ("binding", result.binding),
                ("tokens_per_s_per_gpu_at_t_opt", round(result.tokens_per_s_per_gpu(), 1)),
                ("layout", f"tp={cfg.tp} dp_attention={cfg.dp_attention} ep={cfg.ep} n_gpus={cfg.n_gpus}"),
                ("weight_bytes_per_gpu", int(cfg.weight_bytes_per_gpu)),
@@ -71,9 +96,9 @@ def _inference_doc(cfg: Any, classes: dict[str, str]) -> Document:
                ("feasible", cfg.batch <= result.kv_capacity_requests)]
     return Document(
         f"tracekit predict: {cfg.name} ({cfg.phase} step)",
-        [Table("step", rows_frame([{"key": k, "value": v} for k, v in summary])),
-         Table("by class and resource", rows_frame(parts), note="per GPU per step; times in ns")],
-        notes=result.notes, data=result.to_dict(),
+        [Table("step", _kv(summary), note=STEP_NOTE),
+         Table("by class and resource", rows_frame(parts), note="the floor per GPU per step, physical peaks; ns")],
+        notes=[ESTIMATE_NOTE, *result.notes], data={**figures, **result.to_dict()},
     )
 
 
@@ -83,7 +108,8 @@ def _inference_doc(cfg: Any, classes: dict[str, str]) -> Document:
               help="Override any config field, e.g. --set micro_batch=16 (repeatable).")
 @output_options
 def predict_cmd(config: str, sets: tuple[str, ...], fmt: str, out_path: Path | None) -> None:
-    """Predicted step time (training or inference) by class and resource, layout, memory and feasibility."""
+    """Estimated step time (not a bound) beside the floor t_opt of the same step (a bound), by class and
+    resource; training configs add the layout and memory per GPU with feasibility."""
     from tracekit.cli.common import parse_sets
     from tracekit.floor import load_config
 
