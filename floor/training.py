@@ -12,20 +12,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .collectives import Topology, bus_factor, node_collective_time
+from .deployment import DeploymentConfig
 from .efficiency import KernelTime, KernelWork, hierarchy, kernel_time
 from .flash import AttnCost, AttnShape, attention_cost
 from .layout import kv_heads_per_gpu
 from .moe_a2a import a2a_volume, expert_gemm_flops
 from .parallel import TrainLayout
+from .result import CLASS_NAMES, RESOURCES, ClassPart, FloorResult
 from .training_config import GRAD_DTYPES, train_layout
 from .training_memory import TrainMemory, params_per_gpu, train_memory
-
-if TYPE_CHECKING:
-    from .config import DeploymentConfig
-    from .roofline import FloorResult
 
 ACT = 2.0  # 16-bit activations
 #: d-wide tensor passes per layer forward outside GEMMs and attention: LN1 read+write (2), bias-dropout-add
@@ -303,9 +301,6 @@ def _part_times(cfg: DeploymentConfig, mb: _Acc, st: _Acc, n_mb: int, grad_expos
 
 def training_floor(cfg: DeploymentConfig) -> FloorResult:
     """compute_floor for a training config: per-class parts over one optimizer step on one GPU."""
-    from .decode import CLASS_NAMES
-    from .roofline import RESOURCES, ClassPart, FloorResult
-
     pred = predict_training(cfg)
     order = {n: i for i, n in enumerate(CLASS_NAMES)}
     parts = [

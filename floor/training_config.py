@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from .deployment import PEAK_KINDS, DeploymentConfig
 from .errors import ConfigError
 from .flash import KERNELS
 from .parallel import TrainLayout, build_layout
-
-if TYPE_CHECKING:
-    from .config import DeploymentConfig
 
 RECOMPUTE = ("none", "selective", "full")
 OPTIMIZERS = ("adam", "sgd")
@@ -41,7 +37,7 @@ def validate_training(cfg: DeploymentConfig) -> None:
         ("weight_dtype", cfg.weight_dtype == "bf16", "training computes in 16-bit; use weight_dtype=bf16"),
         ("dp_attention", cfg.dp_attention == 1, "training configs use dp and sp instead; set dp_attention=1"),
         ("context_tokens", cfg.context_tokens >= 1, f"{cfg.context_tokens} must be >= 1"),
-        ("peaks", cfg.peaks in ("achievable", "physical"), f"'{cfg.peaks}' unknown; use achievable or physical"),
+        ("peaks", cfg.peaks in PEAK_KINDS, f"'{cfg.peaks}' unknown; use one of: {', '.join(PEAK_KINDS)}"),
     ]
     for field, ok, message in checks:
         if not ok:

@@ -14,6 +14,7 @@ from fixtures.synth import write_kineto, write_nsys
 from tracekit import floor
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import load_rules
+from tracekit.budgets.configs import load_config
 from tracekit.cli import main
 
 CONFIG = "dsv32-ep16"
@@ -21,7 +22,7 @@ GAPS = GapPlan(launch_ns=300_000, sync_ns=200_000, host_idle_ns=100_000, depende
 
 
 def budgets() -> dict[str, int]:
-    return class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules(CONFIG))
+    return class_budgets(floor.compute_floor(load_config(CONFIG)).parts, load_rules(CONFIG))
 
 
 def write(spec, tmp_path: Path, fmt: str) -> Path:

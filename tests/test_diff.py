@@ -15,6 +15,7 @@ from fixtures.synth import write_nsys
 from tracekit import floor
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import load_rules
+from tracekit.budgets.configs import load_config
 from tracekit.cli import main
 
 CONFIG = "dsv32-ep16"
@@ -23,7 +24,7 @@ CONFIG = "dsv32-ep16"
 @pytest.fixture(scope="module")
 def captures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """slow: attn_core at twice its budget; fixed: every class at its budget (no gaps, no exposed comm)."""
-    budgets = class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules(CONFIG))
+    budgets = class_budgets(floor.compute_floor(load_config(CONFIG)).parts, load_rules(CONFIG))
     root = tmp_path_factory.mktemp("diff")
     out: dict[str, Any] = {"budget_attn_ns": budgets["attn_core"]}
     for name, slow in (("slow", "attn_core"), ("fixed", None)):

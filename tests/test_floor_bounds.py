@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from tracekit.floor import compute_floor, get_model, load_config
+from tracekit.budgets.configs import load_config
+from tracekit.floor import compute_floor, get_model
 from tracekit.floor.walls import frontier
 
 

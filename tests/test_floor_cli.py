@@ -7,29 +7,41 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from tracekit.budgets.configs import configs_dir
 from tracekit.cli.floor import configs_cmd, floor_cmd, walls_cmd
 from tracekit.floor.__main__ import main
 
+DIR = str(configs_dir())
+
 
 def test_module_floor_json(capsys):
-    assert main(["floor", "--config", "dsv32-ep16", "--batch", "64", "--measured", "41ms", "--json"]) == 0
+    path = str(configs_dir() / "dsv32-ep16.toml")
+    assert main(["floor", "--config", path, "--batch", "64", "--measured", "41ms", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["config"]["batch"] == 64 and doc["peak_kind"] == "achievable"
+    assert doc["config"]["batch"] == 64 and doc["peak_kind"] == "physical"
+    assert doc["expected_peak_kind"] == "achievable" and doc["expected_ns"] > doc["t_opt_ns"]
     assert doc["t_opt_ns"] <= doc["t_sum_ns"]
     assert doc["placement"]["measured_ns"] == 41_000_000
     assert all(isinstance(p["hbm_ns"], int) for p in doc["parts"])
 
 
 def test_module_walls_and_configs_text(capsys):
-    assert main(["walls", "--config", "dsv32-ep16", "--vs", "dsv32-tp16", "--tpot-slo", "50ms"]) == 0
+    assert main(["walls", "--config", "dsv32-ep16", "--config-dir", DIR, "--vs", "dsv32-tp16",
+                 "--tpot-slo", "50ms"]) == 0
     out = capsys.readouterr().out
     assert "kv_capacity" in out and "crossover" in out
-    assert main(["configs"]) == 0
+    assert main(["configs", DIR]) == 0
     assert "dsv32-tp16" in capsys.readouterr().out
 
 
+def test_module_loads_paths_not_names(capsys):
+    """floor/ reads the file it is given; names belong to tracekit.budgets (or to --config-dir)."""
+    assert main(["floor", "--config", "dsv32-ep16"]) == 2
+    assert "not found" in capsys.readouterr().err
+
+
 def test_module_config_error_exit_2(capsys):
-    assert main(["floor", "--config", "dsv32-ep16", "--set", "batch=0"]) == 2
+    assert main(["floor", "--config", "dsv32-ep16", "--config-dir", DIR, "--set", "batch=0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "batch must be >= 1" in err
 

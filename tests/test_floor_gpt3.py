@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracekit.floor import load_config
+from tracekit.budgets.configs import load_config
 from tracekit.floor.training import predict_training
 
 # Narayanan et al. 2021 (arXiv 2104.04473) §5.1: 300B tokens on 1024 A100s, batch 1536 x 2048 tokens,

@@ -1,4 +1,7 @@
-"""The one error type that the CLI turns into a one-line message and exit status 2."""
+"""tracekit's error for a bad input file or option (InputError): the CLI prints it as one line and exits 2.
+
+The standalone floor model raises its own tracekit.floor.ConfigError for configs; the CLI treats both alike.
+"""
 
 from __future__ import annotations
 

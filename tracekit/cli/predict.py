@@ -64,6 +64,7 @@ def _inference_doc(cfg: Any, classes: dict[str, str]) -> Document:
               "hbm_ns": p.hbm_ns, "net_ns": p.net_ns, "flops": p.flops, "hbm_bytes": p.hbm_bytes,
               "net_bytes": p.net_bytes} for p in result.parts]
     summary = [("t_opt_ns", result.t_opt_ns), ("t_sum_ns", result.t_sum_ns), ("binding", result.binding),
+               ("peak_kind", result.peak_kind), ("expected_ns", result.expected_ns),
                ("tokens_per_s_per_gpu_at_t_opt", round(result.tokens_per_s_per_gpu(), 1)),
                ("layout", f"tp={cfg.tp} dp_attention={cfg.dp_attention} ep={cfg.ep} n_gpus={cfg.n_gpus}"),
                ("weight_bytes_per_gpu", int(cfg.weight_bytes_per_gpu)),
@@ -84,8 +85,8 @@ def _inference_doc(cfg: Any, classes: dict[str, str]) -> Document:
 @output_options
 def predict_cmd(config: str, sets: tuple[str, ...], fmt: str, out_path: Path | None) -> None:
     """Predicted step time (training or inference) by class and resource, layout, memory and feasibility."""
+    from tracekit.budgets.configs import load_config
     from tracekit.cli.common import parse_sets
-    from tracekit.floor import load_config
 
     cfg = load_config(config, parse_sets(sets))
     classes = _analysis_class(config)
