@@ -162,4 +162,5 @@ def test_markdown_names_each_run() -> None:
                                        "--format", "markdown"])
     assert result.exit_code == 0
     rows = [line for line in result.stdout.splitlines() if line.startswith("| 3 | sglang | rate inf/s")]
-    assert rows and "| near-floor | kv\\_capacity |" in rows[0]
+    # 31.5 ms against the physical floor of 21.6 ms per token: 1.46x, above the 1.3 threshold
+    assert rows and "| above-floor | kv\\_capacity |" in rows[0]
