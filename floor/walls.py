@@ -102,6 +102,24 @@ class WallsResult:
         }
 
 
+#: The walls found by a crossing: once the predicate holds at a concurrency it holds at every larger one
+#: (the floor is monotone in batch), so the smallest such concurrency is found by bisection.
+CROSSINGS: dict[str, tuple[Callable[[FloorResult], bool], str]] = {
+    "kv_bandwidth": (
+        lambda r: r.total("kv_bytes") >= r.total("weight_bytes"),
+        "KV reads reach weight reads",
+    ),
+    "compute": (
+        lambda r: r.resource_ns["compute"] >= r.resource_ns["hbm"],
+        "compute reaches HBM time (ridge)",
+    ),
+    "network": (
+        lambda r: r.resource_ns["network"] >= max(r.resource_ns["hbm"], r.resource_ns["compute"]),
+        "network time reaches max(HBM, compute)",
+    ),
+}
+
+
 class _Sweep:
     """Floors of one config at any concurrency, memoised."""
 
@@ -159,21 +177,7 @@ def _walls(sw: _Sweep) -> list[Wall]:
             else f"{one.binding} binds from the first request, not weight reads",
         )
     ]
-    preds: dict[str, tuple[Callable[[FloorResult], bool], str]] = {
-        "kv_bandwidth": (
-            lambda r: r.total("kv_bytes") >= r.total("weight_bytes"),
-            "KV reads reach weight reads",
-        ),
-        "compute": (
-            lambda r: r.resource_ns["compute"] >= r.resource_ns["hbm"],
-            "compute reaches HBM time (ridge)",
-        ),
-        "network": (
-            lambda r: r.resource_ns["network"] >= max(r.resource_ns["hbm"], r.resource_ns["compute"]),
-            "network time reaches max(HBM, compute)",
-        ),
-    }
-    for name, (pred, what) in preds.items():
+    for name, (pred, what) in CROSSINGS.items():
         b = sw.first(pred)
         if b is None:
             walls.append(
