@@ -54,13 +54,16 @@ def causal_pairs(n: int, window: int | None = None) -> float:
     return window * (window + 1) / 2 + (n - window) * window
 
 
-def collective_bytes(kind: str, size_bytes: float, n: int, gpus_per_node: int) -> tuple[float, float]:
+def collective_bytes(kind: str, size_bytes: float, n: int, gpus_per_node: int,
+                     top_k: int = 1) -> tuple[float, float]:
     """Bytes one GPU moves over (scale-up, scale-out) links for one collective of n ranks.
 
     size_bytes: the buffer for allreduce, the full gathered size for allgather/reducescatter, all this GPU
-    dispatches for all-to-all. Within a node: busbw factors 2(n-1)/n and (n-1)/n. Across N = n/g nodes,
-    hierarchical: in-node steps move 2S(g-1)/g (AR) or S(g-1)/g, the inter-node step 2S(N-1)/n or S(N-1)/n;
-    all-to-all sends S(g-1)/n in-node and S(n-g)/n off-node under uniform routing.
+    dispatches for all-to-all (top_k copies of each token). Within a node: busbw factors 2(n-1)/n and (n-1)/n.
+    Across N = n/g nodes, hierarchical: in-node steps move 2S(g-1)/g (AR) or S(g-1)/g, the inter-node step
+    2S(N-1)/n or S(N-1)/n. All-to-all under uniform routing sends S(g-1)/n in-node, and off-node each token
+    once per distinct remote node holding one of its top_k experts, (N-1)(1 - (1 - 1/N)^k) of its k copies,
+    the compulsory traffic (DeepEP's normal kernels forward inside the destination node over NVLink).
     """
     if n <= 1 or size_bytes <= 0:
         return 0.0, 0.0
@@ -68,12 +71,26 @@ def collective_bytes(kind: str, size_bytes: float, n: int, gpus_per_node: int) -
     if kind == "a2a":
         if n <= g:
             return size_bytes * (n - 1) / n, 0.0
-        return size_bytes * (g - 1) / n, size_bytes * (n - g) / n
+        nodes = n / g
+        remote_nodes = (nodes - 1) * (1 - (1 - 1 / nodes) ** top_k)
+        return size_bytes * (g - 1) / n, size_bytes / top_k * remote_nodes
     mult = 2.0 if kind == "allreduce" else 1.0
     if n <= g:
         return mult * size_bytes * (n - 1) / n, 0.0
     nodes = n / g
     return mult * size_bytes * (g - 1) / g, mult * size_bytes * (nodes - 1) / n
+
+
+def route_collective(kind: str, size_bytes: float, n: int, gpus_per_node: int, nvls_eff: float,
+                     top_k: int = 1) -> tuple[float, float, float]:
+    """Bytes one GPU moves for one collective: (scale-up by ring or direct, scale-up through an NVLink SHARP
+    switch, scale-out). An in-node all-reduce goes through NVLS where that is faster at `nvls_eff` of the
+    link (0: the GPU has none), as NCCL's tuner picks."""
+    intra, inter = collective_bytes(kind, size_bytes, n, gpus_per_node, top_k)
+    nvls = nvls_allreduce_bytes(size_bytes, n)
+    if kind == "allreduce" and intra and not inter and nvls_eff and nvls / nvls_eff < intra:
+        return 0.0, nvls, 0.0
+    return intra, 0.0, inter
 
 
 def nvls_efficiency(cfg: DeploymentConfig, achievable: bool) -> float:
@@ -247,14 +264,11 @@ def _add_communication(cfg: DeploymentConfig, st: _Step, achievable: bool) -> No
     nvls_eff = nvls_efficiency(cfg, achievable)
 
     def coll(name: str, kind: str, size: float, n: int, count: int) -> None:
-        intra, inter = collective_bytes(kind, size, n, g)
-        if intra or inter:
+        intra, nvls, inter = route_collective(kind, size, n, g, nvls_eff, m.experts_per_token or 1)
+        if intra or nvls or inter:
             p = parts[name]
-            nvls = nvls_allreduce_bytes(size, n)
-            if kind == "allreduce" and not inter and nvls_eff and nvls / nvls_eff < intra:
-                p.net_nvls_bytes += nvls * count  # the faster algorithm, as NCCL's tuner picks
-            else:
-                p.net_intra_bytes += intra * count
+            p.net_intra_bytes += intra * count
+            p.net_nvls_bytes += nvls * count
             p.net_inter_bytes += inter * count
             p.net_messages += count
 

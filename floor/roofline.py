@@ -18,7 +18,7 @@ from .result import FLOOR_PEAK_KIND, RESOURCES, ClassPart, FloorResult
 from .training import training_floor
 
 
-def _times(raw: RawPart, cfg: DeploymentConfig, achievable: bool) -> tuple[float, float, float]:
+def class_times(raw: RawPart, cfg: DeploymentConfig, achievable: bool) -> tuple[float, float, float]:
     """(hbm, compute, network) seconds of one class at physical or calibrated (achievable) peaks."""
     hw = cfg.hardware
     hbm_bw = hw.hbm_bytes_per_s * (hw.hbm_efficiency if achievable else 1.0)
@@ -41,7 +41,7 @@ def _expected(cfg: DeploymentConfig) -> tuple[int, dict[str, int]]:
     """The calibrated estimate at cfg.peaks: max over resources, and each class's max (by class name)."""
     achievable = cfg.peaks == "achievable"
     raws = resource_vector(cfg, achievable)
-    times = [_times(raw, cfg, achievable) for raw in raws]
+    times = [class_times(raw, cfg, achievable) for raw in raws]
     per_class = {raw.name: max(round(t * 1e9) for t in ts) for raw, ts in zip(raws, times, strict=True)}
     return max(_resource_ns(times).values()), per_class
 
@@ -55,7 +55,7 @@ def compute_floor(cfg: DeploymentConfig) -> FloorResult:
     parts: list[ClassPart] = []
     expected_ns, expected_by_class = _expected(cfg)
     for raw in resource_vector(cfg):
-        hbm_s, comp_s, net_s = _times(raw, cfg, achievable=False)
+        hbm_s, comp_s, net_s = class_times(raw, cfg, achievable=False)
         parts.append(
             ClassPart(
                 name=raw.name,

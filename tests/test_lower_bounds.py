@@ -1,0 +1,30 @@
+"""The floor is a lower bound: at every published measurement's own operating point (bench/lower_bounds.py,
+docs/lower-bounds.md), t_opt, or the class budget for a class or kernel row, is not above what was measured."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.lower_bounds import MEASUREMENTS, document, rows
+
+
+@pytest.mark.parametrize("m", MEASUREMENTS, ids=[m.key for m in MEASUREMENTS])
+def test_floor_is_not_above_the_measurement(m) -> None:
+    bound = m.floor()
+    assert 0 < bound.t_opt_ns <= bound.t_sum_ns + 1
+    assert bound.t_opt_ns <= m.measured_ns, f"{m.key}: t_opt {bound.t_opt_ns:.0f} ns > measured {m.measured_ns:.0f} ns"
+
+
+def test_the_table_covers_what_the_issue_asks() -> None:
+    keys = {m.key for m in MEASUREMENTS}
+    assert len(MEASUREMENTS) >= 10
+    assert {"dsv3-h800-decode", "llama70b-h100-tp2", "ant-h20-decode", "flashmla-dense", "deepgemm-m64",
+            "nccl-h200-allreduce", "deepep-dispatch-ep16"} <= keys
+    assert all(m.source and m.measured_ns > 0 for m in MEASUREMENTS)
+
+
+def test_checked_in_doc_is_what_the_script_writes() -> None:
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "lower-bounds.md"
+    assert doc.read_text(encoding="utf-8") == document(rows())
