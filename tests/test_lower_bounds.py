@@ -28,3 +28,16 @@ def test_checked_in_doc_is_what_the_script_writes() -> None:
 
     doc = Path(__file__).resolve().parents[1] / "docs" / "lower-bounds.md"
     assert doc.read_text(encoding="utf-8") == document(rows())
+
+
+def test_case_study_in_floor_md_is_what_the_script_writes() -> None:
+    """docs/floor.md's case-study block is bench/case_study.py's output, and its numbers hold what it says."""
+    from pathlib import Path
+
+    from bench.case_study import BEGIN, END, block, sides
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "floor.md").read_text(encoding="utf-8")
+    assert text[text.index(BEGIN):text.index(END) + len(END)] == block()
+    tp, ep = sides()
+    assert tp.cfg.kv_capacity_requests < ep.cfg.kv_capacity_requests  # replicated latent under TP
+    assert tp.at_one.t_opt_ns < ep.at_one.t_opt_ns  # at batch 1, TP16 is faster
