@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .deployment import DeploymentConfig
-from .result import FloorResult
+from .result import FLOOR_PEAK_KIND, FloorResult
 from .roofline import compute_floor
 from .units import format_ns
 
@@ -92,6 +92,7 @@ class WallsResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "config": self.config,
+            "peak_kind": FLOOR_PEAK_KIND,
             "kv_capacity_requests": self.kv_capacity_requests,
             "ordering": self.ordering,
             "walls": [vars(w) for w in self.walls],

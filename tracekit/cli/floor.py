@@ -110,7 +110,8 @@ def walls_cmd(
         Table(
             "frontier (floor)",
             rows_frame(frep.frontier_rows(walls)),
-            note="tokens/s per GPU against t_opt (TPOT in decode) over feasible concurrencies",
+            note="tokens/s per GPU against t_opt (the step; TPOT in decode) over feasible concurrencies; "
+                 "physical peaks",
         ),
     ]
     extra = frep.extra_rows(walls)
