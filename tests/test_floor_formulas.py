@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from tracekit.budgets.configs import load_config
-from tracekit.floor import CLASS_NAMES, compute_floor, expected_distinct_experts, place_measured
+from tracekit.floor import CLASS_NAMES, ConfigError, compute_floor, expected_distinct_experts, place_measured
 from tracekit.floor.decode import FP8_DISPATCH_BYTES, causal_pairs, collective_bytes
 
 
@@ -167,6 +167,10 @@ def test_placement_positions_and_verdicts():
     assert place_measured(r, int(t_opt * 1.29)).verdict == "near-floor"
     assert place_measured(r, int(t_opt * 1.31)).verdict == "above-floor"
     assert place_measured(r, int(t_opt * 1.31), threshold=1.5).verdict == "near-floor"
+    # the stop rule at physical peaks: under 0.95 x t_opt is impossible (config or capture wrong), not fast
+    below = place_measured(r, int(t_opt * 0.94))
+    assert below.verdict == "inconclusive" and "faster than the physical lower bound" in below.reason
+    assert place_measured(r, int(t_opt * 0.96)).verdict == "near-floor"
     above = place_measured(r, 3 * t_sum)
     assert above.position > 1 and "above t_sum" in above.reason
     with pytest.raises(ValueError):
@@ -237,3 +241,25 @@ def test_prefill_phase_counts_every_prompt_token():
     assert part(r, "attn_core").flops == 36 * 2 * (1024 * 1025 / 2) * 4 * 32 * 128
     assert r.tokens_per_step == 2048
     assert r.binding == "compute"
+
+
+def test_tokens_per_step_scales_per_token_work_not_weights():
+    """MTP / speculative decoding: 2 accepted tokens per request per step double the per-token counts, read the
+    weights and the cached context once, and halve the floor per output token only as far as weights dominate."""
+    one = compute_floor(load_config("dsv32-ep16", {"batch": "64"}))
+    two = compute_floor(load_config("dsv32-ep16", {"batch": "64", "tokens_per_step": "2"}))
+    for name in ("attn_proj", "shared_expert", "dense_mlp"):
+        assert part(two, name).weight_bytes == part(one, name).weight_bytes
+        assert part(two, name).flops == 2 * part(one, name).flops
+    core1, core2 = part(one, "attn_core"), part(two, "attn_core")
+    assert core2.kv_bytes == core1.kv_bytes + 61 * 4 * 656  # 4 requests per GPU write one more token each
+    assert core2.flops == 2 * core1.flops
+    assert two.tokens_per_step == 2 * one.tokens_per_step == 128
+    assert one.t_opt_ns <= two.t_opt_ns < 2 * one.t_opt_ns
+    assert two.per_token_ns(two.t_opt_ns) < one.t_opt_ns
+    tpot = place_measured(two, two.per_token_ns(two.t_opt_ns) * 11 // 10, per_token=True)
+    assert tpot.verdict == "near-floor" and tpot.residual_ratio == pytest.approx(1.1, abs=1e-3)
+    with pytest.raises(ConfigError, match="tokens_per_step"):
+        load_config("dsv32-ep16", {"tokens_per_step": "0.5"})
+    with pytest.raises(ConfigError, match="applies to decode"):
+        load_config("dsv32-ep16", {"tokens_per_step": "2", "phase": "prefill", "batch": "16"})
