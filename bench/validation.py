@@ -11,8 +11,9 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracekit.budgets.configs import load_config
 from tracekit.files import write_atomically
-from tracekit.floor import get_gpu, load_config
+from tracekit.floor import get_gpu
 from tracekit.floor.collectives import collective_time, gpu_collective_s, gpu_topology
 from tracekit.floor.flash import AttnShape, attention_cost
 from tracekit.floor.training import predict_training

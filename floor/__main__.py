@@ -1,28 +1,22 @@
-"""Standalone CLI: `python -m tracekit.floor {floor,walls,configs}` (standard library only)."""
+"""Standalone CLI: `python -m tracekit.floor {floor,walls,configs}` (standard library only).
+
+Configs are TOML files: `--config PATH`, or `--config NAME --config-dir DIR` for DIR/NAME.toml.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from . import report
-from .config import list_configs, load_config
+from .config import Resolver, config_names, load_config, parse_sets
 from .errors import ConfigError
-from .roofline import compute_floor, place_measured
+from .placement import NEAR_FLOOR_THRESHOLD, place_measured
+from .roofline import compute_floor
 from .units import parse_duration_ns
 from .walls import compute_walls
-
-
-def parse_sets(items: list[str]) -> dict[str, str]:
-    """['batch=64', 'kv_format=fp8'] -> dict; a missing '=' is a ConfigError."""
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set '{item}': expected key=value, e.g. --set kv_format=fp8")
-        out[key.strip()] = value.strip()
-    return out
 
 
 def overrides_from(batch: int | None, context: int | None, sets: list[str]) -> dict[str, str]:
@@ -35,8 +29,24 @@ def overrides_from(batch: int | None, context: int | None, sets: list[str]) -> d
     return out
 
 
+def _resolver(config_dir: str | None) -> Resolver | None:
+    """NAME -> DIR/NAME.toml when --config-dir is given."""
+    if config_dir is None:
+        return None
+    return lambda name: Path(config_dir) / f"{name}.toml"
+
+
+def _load(ref: str, overrides: dict[str, str], config_dir: str | None):
+    resolve = _resolver(config_dir)
+    path = Path(ref)
+    if resolve is not None and not ref.endswith(".toml") and not path.is_file():
+        path = resolve(ref)
+    return load_config(path, overrides, resolve)
+
+
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", required=True, help="named config (see `configs`) or path to a .toml file")
+    p.add_argument("--config", required=True, help="path to a config .toml (or a NAME with --config-dir)")
+    p.add_argument("--config-dir", help="folder of named configs: NAME means DIR/NAME.toml (also for `extends`)")
     p.add_argument("--batch", type=int, help="concurrent requests in the whole deployment")
     p.add_argument("--context", type=int, help="KV length per request in tokens")
     p.add_argument(
@@ -58,14 +68,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     _common(pf)
     pf.add_argument("--measured", help="measured step time, e.g. 41ms")
-    pf.add_argument("--threshold", type=float, default=1.3, help="residual ratio below which to stop tuning")
+    pf.add_argument("--threshold", type=float, default=NEAR_FLOOR_THRESHOLD,
+                    help="residual ratio below which to stop tuning")
     pw = sub.add_parser(
         "walls", help="wall ordering, KV capacity, frontier, crossover, TPOT-SLO reachability"
     )
     _common(pw)
-    pw.add_argument("--vs", help="second config for the crossover")
+    pw.add_argument("--vs", help="second config for the crossover (same --context/--batch/--set)")
     pw.add_argument("--tpot-slo", help="time-per-output-token target, e.g. 50ms")
-    pc = sub.add_parser("configs", help="list the named configs")
+    pc = sub.add_parser("configs", help="list the configs in a folder")
+    pc.add_argument("folder", help="folder of NAME.toml configs")
     pc.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     try:
@@ -77,16 +89,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "configs":
-        cfgs = [load_config(n) for n in list_configs()]
+        folder = Path(args.folder)
+        cfgs = [load_config(folder / f"{n}.toml", resolve=_resolver(args.folder)) for n in config_names(folder)]
         rows = report.config_rows(cfgs)
         print(
             json.dumps(rows, indent=2) if args.json else report.text_table(rows),
             end="" if not args.json else "\n",
         )
         return 0
-    cfg = load_config(args.config, overrides_from(args.batch, args.context, args.sets))
+    overrides = overrides_from(args.batch, args.context, args.sets)
     if args.command == "floor":
-        result = compute_floor(cfg)
+        result = compute_floor(_load(args.config, overrides, args.config_dir))
         placement = None
         if args.measured:
             placement = place_measured(result, parse_duration_ns(args.measured), args.threshold)
@@ -98,7 +111,9 @@ def _run(args: argparse.Namespace) -> int:
             print(report.text_table(report.part_rows(result), "resources per GPU per step"))
             print(report.text_table(report.summary_rows(result, placement), "floor"))
         return 0
-    vs = load_config(args.vs) if args.vs else None
+    swept = {**overrides, "batch": "1"}  # walls sweep the batch from 1 whatever the config says
+    cfg = _load(args.config, swept, args.config_dir)
+    vs = _load(args.vs, swept, args.config_dir) if args.vs else None
     slo = parse_duration_ns(args.tpot_slo) if args.tpot_slo else None
     walls = compute_walls(cfg, tpot_slo_ns=slo, vs=vs)
     if args.json:

@@ -1,190 +1,44 @@
-"""Named deployment configs: loading (with `extends`), `--set` overrides and validation."""
+"""Deployment configs from TOML files: loading (with `extends`), `--set` overrides and validation.
+
+The floor loads a config from a path it is given. Named configs live elsewhere (tracekit's
+`budgets/configs`, resolved by `tracekit.budgets.configs`); an `extends = "NAME"` is resolved by the
+caller's resolver, or as NAME.toml beside the extending file.
+"""
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
-from importlib import resources
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .deployment import DEFAULTS, FIELD_TYPES, PEAK_KINDS, PHASES, DeploymentConfig
 from .errors import ConfigError
-from .hardware import GpuSpec, get_gpu
-from .layout import WEIGHT_BYTES, Layout, kv_capacity_requests, weight_bytes_per_gpu
-from .models import ModelSpec, get_model
+from .hardware import get_gpu
+from .layout import WEIGHT_BYTES
+from .models import get_model
+from .training_config import validate_training
 
-PHASES = ("decode", "prefill", "training")
-PEAK_KINDS = ("achievable", "physical")
-
-#: settable fields and their TOML/--set types. `model` and `hardware` are catalog keys.
-FIELD_TYPES: dict[str, type] = {
-    "description": str,
-    "model": str,
-    "hardware": str,
-    "n_gpus": int,
-    "tp": int,
-    "dp_attention": int,
-    "ep": int,
-    "weight_dtype": str,
-    "expert_weight_dtype": str,
-    "kv_format": str,
-    "batch": int,
-    "context_tokens": int,
-    "reserve_per_gpu_bytes": int,
-    "phase": str,
-    "peaks": str,
-    # training only (phase = "training"): batch = global batch in sequences, context_tokens = sequence length
-    "micro_batch": int,
-    "dp": int,
-    "pp": int,
-    "sp": int,
-    "pp_interleave": int,
-    "recompute": str,
-    "attention_kernel": str,
-    "optimizer": str,
-    "zero": int,
-    "grad_overlap": bool,
-    "grad_dtype": str,
-    "capacity_factor": float,
-    "sequence_parallel": bool,
-    "pipeline_schedule": str,
-    "comm_overlap": str,
-    "pp_first_layers": int,
-    "pp_last_layers": int,
-    "dropout": bool,
-    "mtp_depth": int,
-    "moe_route_limit": int,
-}
-#: fields that only training configs use; settings() shows them for training configs only.
-TRAINING_FIELDS = ("micro_batch", "dp", "pp", "sp", "pp_interleave", "recompute", "attention_kernel", "optimizer",
-                   "zero", "grad_overlap", "grad_dtype", "capacity_factor", "sequence_parallel", "pipeline_schedule",
-                   "comm_overlap", "pp_first_layers", "pp_last_layers", "dropout", "mtp_depth",
-                   "moe_route_limit")
-DEFAULTS: dict[str, Any] = {
-    "description": "",
-    "dp_attention": 1,
-    "ep": 1,
-    "weight_dtype": "bf16",
-    "expert_weight_dtype": "",
-    "kv_format": "bf16",
-    "reserve_per_gpu_bytes": 0,
-    "phase": "decode",
-    "peaks": "achievable",
-    "micro_batch": 1,
-    "dp": 0,
-    "pp": 1,
-    "sp": 1,
-    "pp_interleave": 1,
-    "recompute": "none",
-    "attention_kernel": "fa2",
-    "optimizer": "adam",
-    "zero": 0,
-    "grad_overlap": True,
-    "grad_dtype": "fp32",
-    "capacity_factor": 1.0,
-    "sequence_parallel": False,
-    "pipeline_schedule": "1f1b",
-    "comm_overlap": "",
-    "pp_first_layers": 0,
-    "pp_last_layers": 0,
-    "dropout": False,
-    "mtp_depth": 0,
-    "moe_route_limit": 0,
-}
+#: name -> path of a named config (the caller's catalogue); raises ConfigError for an unknown name.
+Resolver = Callable[[str], Path]
 
 
-@dataclass(frozen=True)
-class DeploymentConfig:
-    """One operating point: model + hardware + GPU count + layout + precision + load.
-
-    batch counts concurrent requests in the whole deployment (all n_gpus); context_tokens is the KV
-    length per request at the step (decode) or the prompt length (prefill). expert_weight_dtype is the
-    routed experts' storage dtype ("" = weight_dtype), e.g. "mxfp4" for weight-only MXFP4 experts.
-    """
-
-    name: str
-    description: str
-    model: ModelSpec
-    hardware: GpuSpec
-    n_gpus: int
-    tp: int
-    dp_attention: int
-    ep: int
-    weight_dtype: str
-    expert_weight_dtype: str
-    kv_format: str
-    batch: int
-    context_tokens: int
-    reserve_per_gpu_bytes: int
-    phase: str
-    peaks: str
-    micro_batch: int = 1
-    dp: int = 0
-    pp: int = 1
-    sp: int = 1
-    pp_interleave: int = 1
-    recompute: str = "none"
-    attention_kernel: str = "fa2"
-    optimizer: str = "adam"
-    zero: int = 0
-    grad_overlap: bool = True
-    grad_dtype: str = "fp32"
-    capacity_factor: float = 1.0
-    sequence_parallel: bool = False
-    pipeline_schedule: str = "1f1b"
-    comm_overlap: str = ""
-    pp_first_layers: int = 0
-    pp_last_layers: int = 0
-    dropout: bool = False
-    mtp_depth: int = 0
-    moe_route_limit: int = 0
-
-    @property
-    def layout(self) -> Layout:
-        return Layout(self.n_gpus, self.tp, self.dp_attention, self.ep)
-
-    @property
-    def weight_bytes_per_gpu(self) -> float:
-        return weight_bytes_per_gpu(self.model, self.layout, self.weight_dtype, self.expert_weight_dtype)
-
-    @property
-    def kv_capacity_requests(self) -> int:
-        """Deployment-wide concurrent requests of context_tokens that fit (layout.kv_capacity_requests)."""
-        return kv_capacity_requests(
-            self.model,
-            self.hardware,
-            self.layout,
-            self.weight_dtype,
-            self.kv_format,
-            self.context_tokens,
-            self.reserve_per_gpu_bytes,
-            self.expert_weight_dtype,
-        )
-
-    def settings(self) -> dict[str, Any]:
-        """The effective settable fields, as a TOML/--set user would write them."""
-        out = {k: getattr(self, k) for k in FIELD_TYPES if k not in ("model", "hardware")}
-        out["model"] = self.model.key
-        out["hardware"] = self.hardware.key
-        keys = [k for k in FIELD_TYPES if self.phase == "training" or k not in TRAINING_FIELDS]
-        return {k: out[k] for k in keys}
-
-
-def _configs_dir():
-    """Named configs: package data of the sibling `budgets` package, or ../budgets/configs in a checkout."""
-    pkg = (__package__ or "floor").rpartition(".")[0]
-    try:
-        return resources.files(f"{pkg}.budgets" if pkg else "budgets") / "configs"
-    except ModuleNotFoundError:
-        return Path(__file__).resolve().parent.parent / "budgets" / "configs"
-
-
-def list_configs() -> list[str]:
-    """Names of the shipped configs (empty when the budgets package is absent)."""
-    folder = _configs_dir()
+def config_names(folder: Path) -> list[str]:
+    """Names of the config files in a folder (NAME.toml -> NAME), sorted; empty when it is not a folder."""
     if not folder.is_dir():
         return []
-    return sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml"))
+    return sorted(p.stem for p in folder.iterdir() if p.suffix == ".toml")
+
+
+def parse_sets(items: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """['batch=64', 'kv_format=fp8'] (the --set KEY=VALUE options) -> dict; a missing '=' is a ConfigError."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set '{item}': expected key=value, e.g. --set kv_format=fp8")
+        out[key.strip()] = value.strip()
+    return out
 
 
 def _read_toml(text: str, origin: str) -> dict[str, Any]:
@@ -194,34 +48,33 @@ def _read_toml(text: str, origin: str) -> dict[str, Any]:
         raise ConfigError(f"{origin}: invalid TOML ({exc}); fix the file") from None
 
 
-def _load_raw(name_or_path: str, seen: tuple[str, ...] = ()) -> tuple[dict[str, Any], str]:
-    """Raw settings with `extends` resolved (child keys win), and where they came from."""
-    path = Path(name_or_path)
-    if name_or_path.endswith(".toml") or path.is_file():
-        if not path.is_file():
-            raise ConfigError(
-                f"config file '{name_or_path}' not found; pass an existing path or a name from "
-                "`tracekit configs`"
-            )
-        origin, raw = str(path), _read_toml(path.read_text(encoding="utf-8"), str(path))
-    else:
-        entry = _configs_dir() / f"{name_or_path}.toml"
-        if not entry.is_file():
-            known = ", ".join(list_configs()) or "none installed"
-            raise ConfigError(
-                f"unknown config '{name_or_path}'; use one of: {known} (or a path to a .toml file)"
-            )
-        origin, raw = f"config '{name_or_path}'", _read_toml(entry.read_text(encoding="utf-8"), name_or_path)
+def _extends_path(base: str, origin: Path, resolve: Resolver | None) -> Path:
+    """Where `extends = base` points: a path (relative to the extending file), or a name, resolved by the
+    caller's resolver or found as NAME.toml beside the extending file."""
+    if base.endswith(".toml") or "/" in base or "\\" in base:
+        path = Path(base)
+        return path if path.is_absolute() else origin.parent / path
+    return resolve(base) if resolve is not None else origin.parent / f"{base}.toml"
+
+
+def _load_raw(path: Path, resolve: Resolver | None, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Raw settings of the TOML file at `path` with `extends` resolved (child keys win)."""
+    if not path.is_file():
+        raise ConfigError(
+            f"config file '{path}' not found; pass an existing path (or a name from `tracekit configs`)"
+        )
+    origin = str(path)
     if origin in seen:
         raise ConfigError(f"{origin}: `extends` forms a cycle ({' -> '.join((*seen, origin))}); break it")
+    raw = _read_toml(path.read_text(encoding="utf-8"), origin)
     base = raw.pop("extends", None)
     _check_types(raw, origin)
     if base is None:
-        return raw, origin
+        return raw
     if not isinstance(base, str):
         raise ConfigError(f"{origin}: 'extends' must be a config name or path string; fix the value")
-    parent, _ = _load_raw(base, (*seen, origin))
-    return {**parent, **raw}, origin
+    parent = _load_raw(_extends_path(base, path, resolve), resolve, (*seen, origin))
+    return {**parent, **raw}
 
 
 def _check_types(raw: dict[str, Any], origin: str) -> None:
@@ -284,64 +137,63 @@ def build_config(raw: dict[str, Any], name: str) -> DeploymentConfig:
     return cfg
 
 
-def load_config(name_or_path: str, overrides: dict[str, str] | None = None) -> DeploymentConfig:
-    """Load a named config or a TOML path (which may `extends` a named one), then apply --set overrides."""
-    raw, origin = _load_raw(name_or_path)
+def load_config(path: str | Path, overrides: dict[str, str] | None = None,
+                resolve: Resolver | None = None) -> DeploymentConfig:
+    """Load the TOML config at `path` (its `extends` resolved by `resolve`, else beside it), then apply
+    --set overrides. The config is named after the file."""
+    path = Path(path)
+    raw = _load_raw(path, resolve)
     for key, text in (overrides or {}).items():
         raw[key] = parse_override(key, text)
-    name = Path(name_or_path).stem if origin != f"config '{name_or_path}'" else name_or_path
-    return build_config(raw, name)
+    return build_config(raw, path.stem)
 
 
 def validate(cfg: DeploymentConfig) -> None:
     """Raise ConfigError (one line) for a layout, precision or load the floor cannot model."""
     if cfg.phase == "training":
-        from .training_config import validate_training
-
         validate_training(cfg)
         return
+    for ok, message in _serving_checks(cfg):
+        if not ok:
+            raise ConfigError(f"{cfg.name}: {message}")
+    cfg.model.kv_bytes_per_token_layer(cfg.kv_format)  # raises for a format the model cannot use
+    _check_memory(cfg)
+
+
+def _serving_checks(cfg: DeploymentConfig) -> list[tuple[bool, str]]:
+    """(holds, message if not) for every field of a decode or prefill config."""
     m = cfg.model
-    checks = [
-        (
-            cfg.batch >= 1,
-            f"batch must be >= 1 concurrent request, got {cfg.batch}; set --batch to a positive number",
-        ),
+    return [
+        (cfg.batch >= 1, f"batch must be >= 1 concurrent request, got {cfg.batch}; set --batch to a positive number"),
         (cfg.context_tokens >= 1, f"context_tokens must be >= 1, got {cfg.context_tokens}; set --context"),
-        (
-            cfg.n_gpus >= 1 and cfg.tp >= 1 and cfg.n_gpus % cfg.tp == 0,
-            f"n_gpus ({cfg.n_gpus}) must be a positive multiple of tp ({cfg.tp}); fix n_gpus or tp",
-        ),
-        (
-            cfg.dp_attention in (1, cfg.tp),
-            f"dp_attention must be 1 (attention TP) or tp={cfg.tp} (DP-attention), got {cfg.dp_attention}",
-        ),
+        (cfg.tokens_per_step >= 1.0,
+         f"tokens_per_step must be >= 1 (output tokens per request per decode step), got {cfg.tokens_per_step}"),
+        (cfg.phase != "prefill" or cfg.tokens_per_step == 1.0,
+         "tokens_per_step (MTP / speculative decoding) applies to decode; set it to 1 for prefill"),
+        (cfg.n_gpus >= 1 and cfg.tp >= 1 and cfg.n_gpus % cfg.tp == 0,
+         f"n_gpus ({cfg.n_gpus}) must be a positive multiple of tp ({cfg.tp}); fix n_gpus or tp"),
+        (cfg.dp_attention in (1, cfg.tp),
+         f"dp_attention must be 1 (attention TP) or tp={cfg.tp} (DP-attention), got {cfg.dp_attention}"),
         (cfg.ep in (1, cfg.tp), f"ep must be 1 or tp={cfg.tp}, got {cfg.ep}; set --set ep=..."),
         (cfg.ep == 1 or m.is_moe, f"ep={cfg.ep} needs an MoE model, '{m.key}' is dense; set ep=1"),
-        (
-            cfg.weight_dtype in ("bf16", "fp8"),
-            f"weight_dtype '{cfg.weight_dtype}' unknown; use one of: bf16, fp8",
-        ),
-        (
-            cfg.expert_weight_dtype in ("", *WEIGHT_BYTES),
-            f"expert_weight_dtype '{cfg.expert_weight_dtype}' unknown; use one of: {', '.join(WEIGHT_BYTES)}",
-        ),
-        (
-            not cfg.expert_weight_dtype or m.is_moe,
-            f"expert_weight_dtype needs an MoE model, '{m.key}' is dense; remove it",
-        ),
+        (cfg.weight_dtype in ("bf16", "fp8"), f"weight_dtype '{cfg.weight_dtype}' unknown; use one of: bf16, fp8"),
+        (cfg.expert_weight_dtype in ("", *WEIGHT_BYTES),
+         f"expert_weight_dtype '{cfg.expert_weight_dtype}' unknown; use one of: {', '.join(WEIGHT_BYTES)}"),
+        (not cfg.expert_weight_dtype or m.is_moe,
+         f"expert_weight_dtype needs an MoE model, '{m.key}' is dense; remove it"),
         (cfg.phase in PHASES, f"phase '{cfg.phase}' unknown; use one of: {', '.join(PHASES)}"),
         (cfg.peaks in PEAK_KINDS, f"peaks '{cfg.peaks}' unknown; use one of: {', '.join(PEAK_KINDS)}"),
         (cfg.reserve_per_gpu_bytes >= 0, "reserve_per_gpu_bytes must be >= 0; fix the value"),
     ]
-    for ok, message in checks:
-        if not ok:
-            raise ConfigError(f"{cfg.name}: {message}")
-    m.kv_bytes_per_token_layer(cfg.kv_format)  # raises for a format the model cannot use
-    free = cfg.hardware.hbm_bytes - cfg.weight_bytes_per_gpu - cfg.reserve_per_gpu_bytes
-    if free <= 0:
+
+
+def _check_memory(cfg: DeploymentConfig) -> None:
+    """Weights, reserve and the KV cache of `batch` requests must fit in the device's HBM."""
+    hbm = cfg.hardware.hbm_bytes
+    if hbm - cfg.weight_bytes_per_gpu - cfg.reserve_per_gpu_bytes <= 0:
         raise ConfigError(
-            f"{cfg.name}: weights ({cfg.weight_bytes_per_gpu / 1e9:.1f} GB/GPU) plus reserve do not fit "
-            f"in {cfg.hardware.hbm_bytes / 1e9:.0f} GB; use more GPUs, FP8 weights or a smaller reserve"
+            f"{cfg.name}: weights ({cfg.weight_bytes_per_gpu / 2**30:.1f} GiB/GPU) plus reserve do not fit "
+            f"in {hbm / 2**30:.1f} GiB; use more GPUs, FP8 weights or a smaller reserve"
         )
     cap = cfg.kv_capacity_requests
     if cap < 1:

@@ -8,10 +8,12 @@ bound on what the configuration can cost. The sensitivity rows re-run the floor 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-from .config import DeploymentConfig, load_config
+from .config import Resolver, load_config
 from .cost import CostParams, GpuCost, GpuPackage, apply_overrides, gpu_cost, load_catalog, split_overrides
+from .deployment import DeploymentConfig
 from .errors import ConfigError
 from .roofline import compute_floor
 
@@ -170,10 +172,12 @@ class CostReport:
         }
 
 
-def cost_report(name_or_path: str, overrides: dict[str, str] | None = None) -> CostReport:
-    """Load the config (floor keys of `overrides`), cost its GPU (cost keys), price its tokens at the floor."""
+def cost_report(path: str | Path, overrides: dict[str, str] | None = None,
+                resolve: Resolver | None = None) -> CostReport:
+    """Load the config at `path` (floor keys of `overrides`; `extends` names through `resolve`), cost its GPU
+    (cost keys), price its tokens at the floor."""
     floor_over, cost_over = split_overrides(overrides or {})
-    cfg = load_config(name_or_path, floor_over)
+    cfg = load_config(path, floor_over, resolve)
     catalog = load_catalog()
     base = catalog.package(cfg.hardware.key)
     package, params = apply_overrides(base, catalog.params, cost_over)
@@ -185,7 +189,7 @@ def cost_report(name_or_path: str, overrides: dict[str, str] | None = None) -> C
     notes = [
         "cost inputs are analyst estimates marked (?) in floor/data/cost.toml: read the GPU cost as an order of "
         "magnitude, not a quote; the manufacturing cost is not the purchase price (set gpu_cost_usd=... for that)",
-        f"tokens/s per GPU at the floor t_opt ({cfg.phase}, {cfg.peaks} peaks): the cost per token is a lower bound",
+        f"tokens/s per GPU at the floor t_opt ({cfg.phase}, physical peaks): the cost per token is a lower bound",
         "power is the GPU's rated board power only (no host, network, cooling); set power_w=... to include them",
         "sensitivity: bandwidth rows hold the GPU cost fixed; HBM-stack rows move cost, capacity and bandwidth "
         "together and hold the interposer and packaging cost",

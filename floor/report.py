@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import DeploymentConfig
-from .roofline import FloorResult, Placement
+from .deployment import DeploymentConfig
+from .placement import Placement
+from .result import FloorResult
 from .units import format_ns
 from .walls import WallsResult
 
@@ -21,6 +22,7 @@ def part_rows(result: FloorResult) -> list[dict[str, Any]]:
         compute_ns=result.resource_ns["compute"],
         net_ns=result.resource_ns["network"],
         floor_ns=result.t_opt_ns,
+        expected_ns=result.expected_ns,
     )
     cols = (
         "name",
@@ -32,6 +34,7 @@ def part_rows(result: FloorResult) -> list[dict[str, Any]]:
         "compute_ns",
         "net_ns",
         "floor_ns",
+        "expected_ns",
     )
     return [{c: r.get(c, "") for c in cols} for r in [*rows, total]]
 
@@ -50,10 +53,13 @@ def summary_rows(result: FloorResult, placement: Placement | None = None) -> lis
         ("requests_per_gpu", round(result.requests_per_gpu, 3)),
         ("context_tokens", cfg.context_tokens),
         ("kv_capacity_requests", result.kv_capacity_requests),
+        ("tokens_per_step", cfg.tokens_per_step),
         ("peak_kind", result.peak_kind),
         ("t_opt_ns", result.t_opt_ns),
         ("t_sum_ns", result.t_sum_ns),
         ("binding", result.binding),
+        ("expected_ns", result.expected_ns),
+        ("expected_peak_kind", result.expected_peak_kind),
         ("tokens_per_s_per_gpu_at_t_opt", round(result.tokens_per_s_per_gpu(), 1)),
         ("mfu_at_t_opt", round(result.mfu(), 4)),
         ("mbu_at_t_opt", round(result.mbu(), 4)),
@@ -120,6 +126,10 @@ def extra_rows(walls: WallsResult) -> list[dict[str, Any]]:
         )
     if walls.crossover:
         rows.append({"key": "crossover", "value": walls.crossover.note})
+    for p in walls.at_batch:
+        value = (f"{format_ns(p.t_opt_ns)} t_opt, {p.binding} binds; past: {', '.join(p.past) or 'no wall'}"
+                 if p.fits else f"does not fit: {p.batch} requests exceed the KV capacity")
+        rows.append({"key": f"{p.config} at batch {p.batch}", "value": value})
     return rows
 
 

@@ -18,17 +18,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .deployment import DeploymentConfig
 from .efficiency import KernelTime, KernelWork
 from .parallel import TrainLayout, bubble
+from .result import CLASS_NAMES, RESOURCES, ClassPart, FloorResult
 from .training_config import GRAD_DTYPES, overlaps, train_layout
 from .training_memory import TrainMemory, stage_params, train_memory
 from .training_work import ACT, StageWork, group_time, hidden, stage_work, stages, train_kernel_time
-
-if TYPE_CHECKING:
-    from .config import DeploymentConfig
-    from .roofline import FloorResult
 
 #: optimizer HBM bytes per parameter besides the gradient: Adam reads master weights, m, v (12) and writes
 #: them (12) plus the 16-bit weights (2); SGD with momentum reads and writes master weights and momentum.
@@ -271,9 +269,6 @@ def _part_times(cfg: DeploymentConfig, crit: list[tuple[StageTime, float]], n_mb
 
 def training_floor(cfg: DeploymentConfig) -> FloorResult:
     """compute_floor for a training config: per-class parts over one optimizer step on the critical GPU."""
-    from .decode import CLASS_NAMES
-    from .roofline import RESOURCES, ClassPart, FloorResult
-
     pred = predict_training(cfg)
     order = {n: i for i, n in enumerate(CLASS_NAMES)}
     parts = [

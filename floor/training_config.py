@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from .deployment import PEAK_KINDS, DeploymentConfig
 from .errors import ConfigError
 from .flash import KERNELS
 from .parallel import TrainLayout, build_layout
-
-if TYPE_CHECKING:
-    from .config import DeploymentConfig
 
 RECOMPUTE = ("none", "selective", "full")
 OPTIMIZERS = ("adam", "sgd")
@@ -59,7 +55,7 @@ def validate_training(cfg: DeploymentConfig) -> None:
          f"'{cfg.weight_dtype}': training GEMMs run in bf16 or fp8; use one of: {', '.join(TRAIN_GEMM_DTYPES)}"),
         ("dp_attention", cfg.dp_attention == 1, "training configs use dp and sp instead; set dp_attention=1"),
         ("context_tokens", cfg.context_tokens >= 1, f"{cfg.context_tokens} must be >= 1"),
-        ("peaks", cfg.peaks in ("achievable", "physical"), f"'{cfg.peaks}' unknown; use achievable or physical"),
+        ("peaks", cfg.peaks in PEAK_KINDS, f"'{cfg.peaks}' unknown; use one of: {', '.join(PEAK_KINDS)}"),
         ("comm_overlap", not unknown, f"{', '.join(unknown)} unknown; use a comma-separated subset of: "
                                       f"{', '.join(OVERLAPS)}"),
         ("mtp_depth", cfg.mtp_depth >= 0, f"{cfg.mtp_depth} must be >= 0"),

@@ -1,7 +1,9 @@
 """Walls as concurrency grows, the goodput frontier, the crossover of two layouts and TPOT-SLO reachability.
 
-Concurrency is `batch`: concurrent requests in the whole deployment, swept from 1 to the KV capacity.
-Each wall is the smallest concurrency at which that resource starts to bind:
+Concurrency is `batch`: concurrent requests in the whole deployment, swept from 1 to the KV capacity whatever
+the config's own batch. The floor is monotone in batch (physical peaks, no size-dependent efficiency), so
+every wall below is crossed once and stays crossed. Each wall is the smallest concurrency at which that
+resource starts to bind:
   weight_bandwidth  binds from 1 while weight reads dominate the step (the TPOT floor at light load);
   kv_bandwidth      KV-cache bytes read per step reach the weight bytes;
   compute           compute time reaches HBM time (the ridge crossing, I_work = I_ridge);
@@ -13,11 +15,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .config import DeploymentConfig
-from .roofline import FloorResult, compute_floor
+from .deployment import DeploymentConfig
+from .result import FLOOR_PEAK_KIND, FloorResult
+from .roofline import compute_floor
 from .units import format_ns
 
 
@@ -59,6 +62,18 @@ class Crossover:
 
 
 @dataclass(frozen=True)
+class OperatingPoint:
+    """One concurrency on the sweep: whether it fits, its floor and binding resource, the walls it is past."""
+
+    config: str
+    batch: int
+    fits: bool
+    t_opt_ns: int | None
+    binding: str | None
+    past: list[str]
+
+
+@dataclass(frozen=True)
 class WallsResult:
     config: str
     kv_capacity_requests: int
@@ -66,6 +81,7 @@ class WallsResult:
     frontier: list[FrontierPoint]
     slo: SloResult | None
     crossover: Crossover | None
+    at_batch: list[OperatingPoint] = field(default_factory=list)
 
     @property
     def ordering(self) -> list[str]:
@@ -76,13 +92,33 @@ class WallsResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "config": self.config,
+            "peak_kind": FLOOR_PEAK_KIND,
             "kv_capacity_requests": self.kv_capacity_requests,
             "ordering": self.ordering,
             "walls": [vars(w) for w in self.walls],
             "frontier": [vars(p) for p in self.frontier],
             "slo": vars(self.slo) if self.slo else None,
             "crossover": vars(self.crossover) if self.crossover else None,
+            "at_batch": [vars(p) for p in self.at_batch],
         }
+
+
+#: The walls found by a crossing: once the predicate holds at a concurrency it holds at every larger one
+#: (the floor is monotone in batch), so the smallest such concurrency is found by bisection.
+CROSSINGS: dict[str, tuple[Callable[[FloorResult], bool], str]] = {
+    "kv_bandwidth": (
+        lambda r: r.total("kv_bytes") >= r.total("weight_bytes"),
+        "KV reads reach weight reads",
+    ),
+    "compute": (
+        lambda r: r.resource_ns["compute"] >= r.resource_ns["hbm"],
+        "compute reaches HBM time (ridge)",
+    ),
+    "network": (
+        lambda r: r.resource_ns["network"] >= max(r.resource_ns["hbm"], r.resource_ns["compute"]),
+        "network time reaches max(HBM, compute)",
+    ),
+}
 
 
 class _Sweep:
@@ -142,21 +178,7 @@ def _walls(sw: _Sweep) -> list[Wall]:
             else f"{one.binding} binds from the first request, not weight reads",
         )
     ]
-    preds: dict[str, tuple[Callable[[FloorResult], bool], str]] = {
-        "kv_bandwidth": (
-            lambda r: r.total("kv_bytes") >= r.total("weight_bytes"),
-            "KV reads reach weight reads",
-        ),
-        "compute": (
-            lambda r: r.resource_ns["compute"] >= r.resource_ns["hbm"],
-            "compute reaches HBM time (ridge)",
-        ),
-        "network": (
-            lambda r: r.resource_ns["network"] >= max(r.resource_ns["hbm"], r.resource_ns["compute"]),
-            "network time reaches max(HBM, compute)",
-        ),
-    }
-    for name, (pred, what) in preds.items():
+    for name, (pred, what) in CROSSINGS.items():
         b = sw.first(pred)
         if b is None:
             walls.append(
@@ -197,15 +219,17 @@ def _frontier(sw: _Sweep, points: int) -> list[FrontierPoint]:
 
 
 def slo_reach(cfg: DeploymentConfig, target_ns: int) -> SloResult:
-    """Is a step-time (TPOT) target reachable at all, and up to which concurrency (t_opt grows with load)?"""
+    """Is a TPOT target reachable at all, and up to which concurrency (t_opt grows with load)? The floor per
+    output token is t_opt / tokens_per_step."""
     return _slo(_Sweep(cfg), target_ns)
 
 
 def _slo(sw: _Sweep, target_ns: int) -> SloResult:
-    t_min = sw.at(1).t_opt_ns
+    one = sw.at(1)
+    t_min = one.per_token_ns(one.t_opt_ns)
     if t_min > target_ns:
         return SloResult(target_ns, False, t_min, None, 0.0)
-    over = sw.first(lambda r: r.t_opt_ns > target_ns)
+    over = sw.first(lambda r: r.per_token_ns(r.t_opt_ns) > target_ns)
     best = sw.capacity if over is None else over - 1
     return SloResult(target_ns, True, t_min, best, sw.at(best).tokens_per_s_per_gpu())
 
@@ -243,19 +267,39 @@ def crossover(cfg_a: DeploymentConfig, cfg_b: DeploymentConfig) -> Crossover:
     )
 
 
+def _at(sw: _Sweep, walls: list[Wall], batch: int) -> OperatingPoint:
+    """The sweep at one concurrency (a batch past the KV capacity does not fit and has no floor)."""
+    if batch > sw.capacity:
+        return OperatingPoint(sw.cfg.name, batch, False, None, None, ["kv_capacity"])
+    r = sw.at(batch)
+    past = [w.name for w in walls
+            if w.reachable and w.batch is not None and w.batch <= batch and w.name != "kv_capacity"]
+    return OperatingPoint(sw.cfg.name, batch, True, r.t_opt_ns, r.binding, past)
+
+
 def compute_walls(
     cfg: DeploymentConfig,
     tpot_slo_ns: int | None = None,
     vs: DeploymentConfig | None = None,
     points: int = 24,
+    at_batch: int | None = None,
 ) -> WallsResult:
-    """Walls, their ordering, the frontier, and optionally SLO reachability and the crossover with `vs`."""
+    """Walls, their ordering, the frontier, and optionally SLO reachability, the crossover with `vs` and both
+    configs at one concurrency `at_batch`. The sweep ignores cfg.batch."""
     sw = _Sweep(cfg)
+    walls = _walls(sw)
+    points_at = []
+    if at_batch is not None:
+        points_at.append(_at(sw, walls, at_batch))
+        if vs is not None:
+            other = _Sweep(vs)
+            points_at.append(_at(other, _walls(other), at_batch))
     return WallsResult(
         config=cfg.name,
         kv_capacity_requests=sw.capacity,
-        walls=_walls(sw),
+        walls=walls,
         frontier=_frontier(sw, points),
         slo=_slo(sw, tpot_slo_ns) if tpot_slo_ns else None,
         crossover=crossover(cfg, vs) if vs else None,
+        at_batch=points_at,
     )

@@ -14,6 +14,7 @@ from fixtures.synth import write_kineto, write_nsys
 from tracekit import floor
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import load_rules
+from tracekit.budgets.configs import load_config
 from tracekit.cli import main
 
 CONFIG = "dsv32-ep16"
@@ -21,7 +22,7 @@ GAPS = GapPlan(launch_ns=300_000, sync_ns=200_000, host_idle_ns=100_000, depende
 
 
 def budgets() -> dict[str, int]:
-    return class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules())
+    return class_budgets(floor.compute_floor(load_config(CONFIG)).parts, load_rules())
 
 
 def write(spec, tmp_path: Path, fmt: str) -> Path:
@@ -81,6 +82,56 @@ def test_capture_at_the_floor_is_near_floor(tmp_path: Path, fmt: str) -> None:
     assert report["floor"]["residual_ratio"] < 1.3
     assert not [c for c in report["classes"] if c["over_budget"]]
     assert report["ncu_targets"] == []
+
+
+def scaled_to(multiple: float) -> tuple[dict[str, int], int]:
+    """Class durations scaled alike so that the planted step (no gaps) is `multiple` x the physical t_opt."""
+    t_opt = floor.compute_floor(load_config(CONFIG)).t_opt_ns
+    _, at_budget = decode_capture(budgets())
+    f = multiple * t_opt / at_budget.step_ns
+    return {c: round(ns * f) for c, ns in budgets().items()}, t_opt
+
+
+@pytest.mark.parametrize("fmt", ["nsys", "kineto"])
+def test_step_at_1_2x_the_physical_floor_is_near_floor(tmp_path: Path, fmt: str) -> None:
+    """Every kernel a little slower than its physical budget (HBM-bound classes at ~83 % of the spec bandwidth,
+    a rate tuned decode kernels reach): the step is 1.2x t_opt, under the stop threshold."""
+    scaled, t_opt = scaled_to(1.2)
+    spec, truth = decode_capture(scaled)
+    assert truth.step_ns == pytest.approx(1.2 * t_opt, rel=0.002)
+    code, report = analyze_json(write(spec, tmp_path, fmt), "--config", CONFIG, "--gate")
+    assert report["verdict"] == "near-floor" and code == 0, report["reasons"]
+    assert report["floor"]["residual_ratio"] == pytest.approx(1.2, abs=0.01)
+    assert report["floor"]["peak_kind"] == "physical"
+    assert report["floor"]["expected_ns"] > report["floor"]["t_opt_ns"]
+
+
+def test_step_at_1_6x_is_kernel_or_pipeline_by_its_gaps(tmp_path: Path) -> None:
+    """1.6x t_opt from slow kernels alone: kernel (the classes over budget named); 1.6x from host gaps with
+    kernels at their budgets: pipeline."""
+    scaled, t_opt = scaled_to(1.6)
+    spec, truth = decode_capture(scaled)
+    assert truth.step_ns == pytest.approx(1.6 * t_opt, rel=0.002)
+    code, report = analyze_json(write(spec, tmp_path, "nsys"), "--config", CONFIG, "--gate")
+    assert report["verdict"] == "kernel" and code == 11
+    assert {"gemm", "moe_experts", "attn_core"} <= {c["name"] for c in report["classes"] if c["over_budget"]}
+    _, at_budget = decode_capture(budgets())
+    missing = round(1.6 * t_opt) - at_budget.step_ns  # spread over the four gap causes
+    gaps = GapPlan(launch_ns=missing // 4, sync_ns=missing // 4, host_idle_ns=missing // 4, dependency_ns=missing // 4)
+    spec, truth = decode_capture(budgets(), gaps=gaps)
+    assert truth.step_ns == pytest.approx(1.6 * t_opt, rel=0.01)
+    (tmp_path / "gaps").mkdir()
+    code, report = analyze_json(write(spec, tmp_path / "gaps", "nsys"), "--config", CONFIG, "--gate")
+    assert report["verdict"] == "pipeline" and code == 10
+
+
+def test_step_under_the_physical_floor_is_a_broken_config(tmp_path: Path) -> None:
+    """Faster than t_opt (beyond the tolerance) is impossible: the config does not describe the capture."""
+    scaled, _ = scaled_to(0.9)
+    spec, _ = decode_capture(scaled)
+    code, report = analyze_json(write(spec, tmp_path, "nsys"), "--config", CONFIG, "--gate")
+    assert report["verdict"] == "inconclusive" and code == 12
+    assert "faster than the physical lower bound" in report["reasons"][0]
 
 
 def test_pipeline_verdict_when_gaps_dominate(tmp_path: Path) -> None:

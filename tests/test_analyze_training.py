@@ -14,6 +14,7 @@ from fixtures.synth import write_kineto, write_nsys
 from tracekit import floor
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import load_rules
+from tracekit.budgets.configs import load_config
 from tracekit.cli import main
 
 CONFIG = "gpt2-small-dp8-a100"
@@ -21,7 +22,7 @@ EXPOSED_NS = 1_500_000
 
 
 def budgets() -> dict[str, int]:
-    return class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules())
+    return class_budgets(floor.compute_floor(load_config(CONFIG)).parts, load_rules())
 
 
 def analyze_json(spec, tmp_path: Path, fmt: str) -> dict:

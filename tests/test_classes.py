@@ -12,6 +12,7 @@ import pytest
 from tracekit import floor
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import OTHER, load_rules
+from tracekit.budgets.configs import load_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "budgets" / "configs"
 
@@ -128,7 +129,7 @@ def test_every_class_has_a_budget_entry_of_floor_parts_and_every_part_a_class() 
 
 @pytest.mark.parametrize("config", sorted(p.stem for p in CONFIGS.glob("*.toml")))
 def test_moe_configs_budget_their_expert_gemms_in_moe_experts(config: str) -> None:
-    cfg = floor.load_config(config)
+    cfg = load_config(config)
     if cfg.phase == "training":
         pytest.skip("training configs have no per-step inference floor")
     parts = {p.name: p.floor_ns for p in floor.compute_floor(cfg).parts}

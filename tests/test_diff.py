@@ -1,4 +1,4 @@
-"""`tracekit diff`: planted captures before/after a kernel fix (attention twice its budget vs at budget):
+"""`tracekit diff`: planted captures before/after a kernel fix (attention 3x its budget vs at budget):
 the change that explains the step difference comes first, and the gating exit statuses."""
 
 from __future__ import annotations
@@ -15,19 +15,21 @@ from fixtures.synth import write_nsys
 from tracekit import floor
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import load_rules
+from tracekit.budgets.configs import load_config
 from tracekit.cli import main
 
 CONFIG = "dsv32-ep16"
+SLOW = 3.0  # attention's share of the step at its physical budget is ~11 %: 3x takes the step past 1.3x the floor
 
 
 @pytest.fixture(scope="module")
 def captures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """slow: attn_core at twice its budget; fixed: every class at its budget (no gaps, no exposed comm)."""
-    budgets = class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules())
+    """slow: attn_core at 3x its budget; fixed: every class at its budget (no gaps, no exposed comm)."""
+    budgets = class_budgets(floor.compute_floor(load_config(CONFIG)).parts, load_rules())
     root = tmp_path_factory.mktemp("diff")
     out: dict[str, Any] = {"budget_attn_ns": budgets["attn_core"]}
     for name, slow in (("slow", "attn_core"), ("fixed", None)):
-        spec, _ = decode_capture(budgets, slow_class=slow)
+        spec, _ = decode_capture(budgets, slow_class=slow, slow_factor=SLOW)
         write_nsys(spec, root / f"{name}.sqlite")
         out[name] = root / f"{name}.sqlite"
         result = CliRunner().invoke(main, ["analyze", str(out[name]), "--config", CONFIG, "--no-cache",
@@ -47,7 +49,7 @@ def diff(*args: str) -> tuple[int, dict, str]:
 def test_fix_explained_by_its_class_first(captures: dict[str, Any]) -> None:
     code, doc, _ = diff(str(captures["slow"]), str(captures["fixed"]), "--config", CONFIG, "--no-cache")
     assert code == 0 and doc["schema"] == "tracekit.diff/v1"
-    budget = captures["budget_attn_ns"]
+    budget = (SLOW - 1) * captures["budget_attn_ns"]  # what the fix saves
     step = doc["step"]["p50_ns"]
     assert step["delta"] == pytest.approx(-budget, rel=0.01)
     top = doc["changes"][0]
@@ -55,7 +57,7 @@ def test_fix_explained_by_its_class_first(captures: dict[str, Any]) -> None:
     assert top["delta_ns"] == pytest.approx(-budget, rel=0.01) and top["share_of_step_delta"] == pytest.approx(1, 0.01)
     assert all(abs(c["delta_ns"]) <= 0.01 * budget for c in doc["changes"][1:])
     attn = next(c for c in doc["classes"] if c["name"] == "attn_core")
-    assert attn["measured_ns"]["delta_fraction"] == pytest.approx(-0.5, abs=0.01)
+    assert attn["measured_ns"]["delta_fraction"] == pytest.approx(1 / SLOW - 1, abs=0.01)
     assert doc["verdict"] == {"before": "kernel", "after": "near-floor"}
     assert doc["floor"]["residual_ratio"]["delta"] < 0
 
@@ -81,7 +83,7 @@ def test_fail_if_slower(captures: dict[str, Any]) -> None:
     fixed, slow = str(captures["fixed_report"]), str(captures["slow_report"])
     code, doc, _ = diff(fixed, slow, "--fail-if-slower", "5%", "--gate")
     assert code == 13 and "beyond the allowed +5.0%" in doc["gate"]["reasons"][0]
-    assert diff(fixed, slow, "--fail-if-slower", "20%")[0] == 0  # +13.4% is within 20%
+    assert diff(fixed, slow, "--fail-if-slower", "30%")[0] == 0  # +22.7% is within 30%
     assert diff(slow, fixed, "--fail-if-slower", "0%")[0] == 0
 
 

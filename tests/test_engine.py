@@ -16,6 +16,7 @@ from tracekit.analysis.analyze import analyze
 from tracekit.analysis.options import AnalyzeOptions
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import load_rules
+from tracekit.budgets.configs import load_config
 from tracekit.cli import main
 from tracekit.store.ingest import open_store
 from tracekit.store.inputs import Inputs
@@ -27,7 +28,7 @@ DLRM = Path(__file__).resolve().parents[2] / "shared" / "traces" / "torch" / "dl
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two planted decode ranks; rank 1 has longer host gaps, so it is the straggler."""
-    budgets = class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules())
+    budgets = class_budgets(floor.compute_floor(load_config(CONFIG)).parts, load_rules())
     folder = tmp_path_factory.mktemp("ranks")
     for rank, launch_ns in ((0, 100_000), (1, 400_000)):
         spec, _ = decode_capture(budgets, gaps=GapPlan(launch_ns=launch_ns, sync_ns=50_000),

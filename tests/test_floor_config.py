@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tracekit.floor import ConfigError, list_configs, load_config
+from tracekit.budgets.configs import list_configs, load_config
+from tracekit.floor import ConfigError
 from tracekit.floor.units import format_ns, parse_duration_ns
 
 REQUIRED = {"dsv32-ep16", "dsv32-tp16", "llama3-70b-tp8-h100", "qwen3-8b-tp1-mi300x", "qwen3-235b-ep8-h200"}

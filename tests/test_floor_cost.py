@@ -11,8 +11,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from tracekit.budgets.configs import list_configs, load_config
 from tracekit.cli import main
-from tracekit.floor import gpu_names, list_configs, load_config
+from tracekit.floor import gpu_names
 from tracekit.floor.cost import (
     YIELD_MODELS,
     CostParams,
@@ -285,7 +286,7 @@ def test_cli_cost_usage_errors(args, message):
 def test_training_configs_are_priced_per_token_trained_at_the_floor():
     import json
 
-    from tracekit.floor import compute_floor, load_config
+    from tracekit.floor import compute_floor
 
     res = CliRunner().invoke(main, ["cost", "--config", "gpt2-small-dp8-a100", "--format", "json"])
     assert res.exit_code == 0, res.output

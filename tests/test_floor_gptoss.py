@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from floor.config import load_config
 from floor.decode import resource_vector
-from floor.errors import ConfigError
 from floor.layout import WEIGHT_BYTES
 from floor.models import get_model
+from tracekit.budgets.configs import load_config
+from tracekit.floor import ConfigError
 
 
 def test_gptoss_20b_published_parameter_counts() -> None:

@@ -13,20 +13,19 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
 import json, runpy, sys
 before = set(sys.modules)  # what the interpreter's own start-up loaded (site hooks)
-sys.argv = ["floor", "floor", "--config", "dsv32-ep16", "--json"]
+sys.argv = ["floor", "floor", "--config", "configs/dsv32-ep16.toml", "--json"]
 try:
     runpy.run_module("floor", run_name="__main__")
 except SystemExit as exc:
     assert not exc.code, exc.code
 top = {m.split(".")[0] for m in set(sys.modules) - before}
-# floor itself, and budgets: the named configs folder copied beside it (data, no code)
-print(json.dumps(sorted(top - set(sys.stdlib_module_names) - {"floor", "budgets"})), file=sys.stderr)
+print(json.dumps(sorted(top - set(sys.stdlib_module_names) - {"floor"})), file=sys.stderr)
 """
 
 
 def test_floor_runs_alone_on_the_standard_library(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "floor", tmp_path / "floor", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "budgets" / "configs", tmp_path / "budgets" / "configs")
+    shutil.copytree(ROOT / "budgets" / "configs", tmp_path / "configs")  # data only: a folder of TOML files
     done = subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stderr.strip().splitlines()[-1]) == []  # nothing beyond the standard library

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tracekit.floor import compute_floor, compute_walls, crossover, load_config, slo_reach
+from tracekit.budgets.configs import load_config
+from tracekit.floor import compute_floor, compute_walls, crossover, slo_reach
 
 
 def floor_at(cfg, batch):

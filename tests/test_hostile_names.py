@@ -26,6 +26,7 @@ from click.testing import CliRunner
 from fixtures.scenarios import NAMES, GapPlan, decode_capture
 from fixtures.synth import write_kineto, write_nsys
 from tracekit.analysis.ncu import APP_PLACEHOLDER
+from tracekit.budgets.configs import load_config
 from tracekit.cli import main
 from tracekit.report.analysis import report_document
 from tracekit.report.render import FORMATS, render
@@ -50,7 +51,7 @@ def budgets() -> dict[str, int]:
     from tracekit.budgets.budget import class_budgets
     from tracekit.budgets.classify import load_rules
 
-    return class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules())
+    return class_budgets(floor.compute_floor(load_config(CONFIG)).parts, load_rules())
 
 
 def hostile_trace(tmp_path: Path, fmt: str, text: str) -> tuple[Path, str, str]:

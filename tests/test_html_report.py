@@ -19,6 +19,7 @@ from tracekit.analysis.analyze import run_analysis
 from tracekit.analysis.options import AnalyzeOptions
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import load_rules
+from tracekit.budgets.configs import load_config
 from tracekit.cli import main
 from tracekit.store.ingest import open_store
 
@@ -33,7 +34,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 def hostile_capture(tmp_path: Path) -> Path:
     """The planted decode capture with an attention kernel and the step ranges given hostile names, plus
     one memcpy per step on its own stream."""
-    budgets = class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules())
+    budgets = class_budgets(floor.compute_floor(load_config(CONFIG)).parts, load_rules())
     spec, _ = decode_capture(budgets, slow_class="attn_core")
     kernels = [dataclasses.replace(k, name=HOSTILE_KERNEL) if "flash_fwd" in k.name else k for k in spec.kernels]
     ranges = [dataclasses.replace(r, name=r.name.replace("ProfilerStep#", HOSTILE_STEP)) for r in spec.ranges]

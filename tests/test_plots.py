@@ -16,6 +16,7 @@ from fixtures.synth import write_kineto
 from tracekit import floor
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import load_rules
+from tracekit.budgets.configs import load_config
 from tracekit.cli import main
 
 pytest.importorskip("matplotlib")
@@ -45,7 +46,7 @@ def test_plots_are_written_and_linked_relative_to_the_report(tmp_path: Path) -> 
 
 def test_trace_text_cannot_break_the_plots(tmp_path: Path) -> None:
     """Step names with mathtext and markup characters are drawn as text (no matplotlib parse error)."""
-    budgets = class_budgets(floor.compute_floor(floor.load_config(CONFIG)).parts, load_rules())
+    budgets = class_budgets(floor.compute_floor(load_config(CONFIG)).parts, load_rules())
     spec, _ = decode_capture(budgets, slow_class="attn_core")
     ranges = [dataclasses.replace(r, name=r.name.replace("ProfilerStep#", "step $\\frac{a}{$ _^ <b>\x1b[31m #"))
               for r in spec.ranges]

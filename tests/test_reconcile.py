@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from tracekit import floor
+from tracekit.budgets.configs import load_config
 from tracekit.cli import main
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "bench_results"
@@ -58,7 +59,7 @@ def test_reported_concurrency_is_preferred() -> None:
 def test_tpot_placed_against_the_floor_at_the_hand_derived_point() -> None:
     e = one(FIX / "genai_perf_profile_export_genai_perf.json")
     # 3.1 requests/s x 5.080 s = 15.75 -> 16 in flight; context 1000 + 500 / 2 = 1250.
-    r = floor.compute_floor(floor.load_config(CONFIG, {"batch": "16", "context_tokens": "1250"}))
+    r = floor.compute_floor(load_config(CONFIG, {"batch": "16", "context_tokens": "1250"}))
     assert (e["floor"]["t_opt_ns"], e["floor"]["t_sum_ns"]) == (r.t_opt_ns, r.t_sum_ns)
     for pct, tpot_ns in (("p50", 9_800_000), ("p99", 13_000_000)):
         p = e["tpot"][pct]
@@ -66,7 +67,7 @@ def test_tpot_placed_against_the_floor_at_the_hand_derived_point() -> None:
         assert p["position"] == pytest.approx((tpot_ns - r.t_opt_ns) / (r.t_sum_ns - r.t_opt_ns))
         assert p["verdict"] == ("near-floor" if tpot_ns / r.t_opt_ns < 1.3 else "above-floor")
     assert e["verdict"] == e["tpot"]["p50"]["verdict"]
-    walls = floor.compute_walls(floor.load_config(CONFIG, {"batch": "16", "context_tokens": "1250"}))
+    walls = floor.compute_walls(load_config(CONFIG, {"batch": "16", "context_tokens": "1250"}))
     reach = [w for w in walls.walls if w.reachable]
     import math
 
@@ -161,4 +162,5 @@ def test_markdown_names_each_run() -> None:
                                        "--format", "markdown"])
     assert result.exit_code == 0
     rows = [line for line in result.stdout.splitlines() if line.startswith("| 3 | sglang | rate inf/s")]
-    assert rows and "| near-floor | kv\\_capacity |" in rows[0]
+    # 31.5 ms against the physical floor of 21.6 ms per token: 1.46x, above the 1.3 threshold
+    assert rows and "| above-floor | kv\\_capacity |" in rows[0]

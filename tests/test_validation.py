@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from bench.validation import GAPS, RUNS, TRAIN_TOLERANCE, Row, render, rows
+from tracekit.budgets.configs import load_config
 from tracekit.cli import main
-from tracekit.floor import load_config
 from tracekit.floor.training import predict_training
 
 ROWS = rows()

@@ -13,6 +13,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from tracekit import floor
 from tracekit.analysis.accounting import StepAccount
 from tracekit.analysis.caveats import capture_caveats
 from tracekit.analysis.detail import Detail, DetailReader
@@ -20,9 +21,11 @@ from tracekit.analysis.device import DeviceAnalysis, analyze_device, step_marker
 from tracekit.analysis.gaps import CAUSES
 from tracekit.analysis.ncu import ncu_targets
 from tracekit.analysis.ops import Vocabulary, prepare
-from tracekit.analysis.options import BELOW_FLOOR_TOLERANCE, MIN_GAP_FINDING_NS, REPORT_SCHEMA, AnalyzeOptions
+from tracekit.analysis.options import MIN_GAP_FINDING_NS, REPORT_SCHEMA, AnalyzeOptions
+from tracekit.analysis.verdict import Evidence, decide
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import load_rules
+from tracekit.budgets.configs import load_config
 from tracekit.store.ingest import Store
 
 
@@ -42,23 +45,23 @@ def _top_gaps(results: list[DeviceAnalysis], limit: int) -> list[dict[str, Any]]
     return sorted(findings, key=lambda g: -g["total_ns"])[:limit]
 
 
-def _floor_section(opts: AnalyzeOptions, step_p50: int) -> tuple[dict[str, Any] | None, Any, dict[str, Any]]:
-    """Floor result, placement and the effective config (None without --config)."""
+def _floor_section(opts: AnalyzeOptions,
+                   step_p50: int) -> tuple[dict[str, Any] | None, Any, floor.Placement | None, dict[str, Any]]:
+    """Floor section, floor result, placement of the step p50 and the effective config (None without --config)."""
     if not opts.config:
-        return None, None, {}
-    from tracekit import floor
-
-    cfg = floor.load_config(opts.config, opts.overrides)
+        return None, None, None, {}
+    cfg = load_config(opts.config, opts.overrides)
     result = floor.compute_floor(cfg)
     placement = floor.place_measured(result, step_p50, opts.threshold) if step_p50 > 0 else None
     section = {
         "hardware": cfg.hardware.key, "t_opt_ns": result.t_opt_ns, "t_sum_ns": result.t_sum_ns,
         "binding": result.binding,
         "resource_ns": result.resource_ns, "peak_kind": result.peak_kind,
+        "expected_ns": result.expected_ns, "expected_peak_kind": result.expected_peak_kind,
         "residual_ratio": placement.residual_ratio if placement else None,
         "position": placement.position if placement else None,
     }
-    return section, result, cfg.settings()
+    return section, result, placement, cfg.settings()
 
 
 def _hardware_mismatch(con: duckdb.DuckDBPyConnection, hardware_key: str) -> str | None:
@@ -143,13 +146,16 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
                           for c in collectives},
     }
     # Floor and question 3: classes against budgets.
-    floor_section, floor_result, effective = _floor_section(opts, step_p50)
+    floor_section, floor_result, placement, effective = _floor_section(opts, step_p50)
     budgets = class_budgets(floor_result.parts, rules) if floor_result is not None else {}
     classes = _classes(accounts, results, rules.communication, budgets, opts, step_p50)
 
     mismatch = _hardware_mismatch(con, floor_section["hardware"]) if floor_section else None
-    verdict, reasons = _verdict(opts, results, caveats, floor_section, host_gaps, exposed_comm, classes, step_p50,
-                                mismatch)
+    verdict, reasons = decide(Evidence(
+        blocking=[c.text for c in caveats if c.kind == "graph_whole"],
+        whole_capture=any(r.source.kind == "whole_capture" for r in results), step_p50=step_p50 if results else 0,
+        floor=floor_section, placement=placement, hardware_mismatch=mismatch, host_gaps=host_gaps,
+        exposed_comm=exposed_comm, classes=classes), opts)
     targets = ncu_targets(con, results, classes, opts.max_targets) if verdict == "kernel" else []
     per_rank = defaultdict(list)
     for a in accounts:
@@ -216,50 +222,3 @@ def _classes(accounts: list[StepAccount], results: list[DeviceAnalysis], communi
         })
     rows.sort(key=lambda r: (-r["excess_ns"], -r["measured_ns"]))
     return rows
-
-
-def _verdict(opts: AnalyzeOptions, results: list[DeviceAnalysis], caveats: list, floor_section: dict | None,
-             host_gaps: dict, exposed_comm: dict, classes: list[dict], step_p50: int,
-             hardware_mismatch: str | None) -> tuple[str, list[str]]:
-    reasons: list[str] = []
-    blocking = [c.text for c in caveats if c.kind == "graph_whole"]
-    if blocking:
-        return "inconclusive", blocking
-    if not results or step_p50 == 0:
-        return "inconclusive", ["no GPU operations to analyse"]
-    if any(r.source.kind == "whole_capture" for r in results):
-        reasons.append("no step markers (NVTX/annotation regex, ProfilerStep#N, graph launches): the whole capture "
-                       "is one window; give --step REGEX")
-    if floor_section is None:
-        reasons.append("no --config: host gaps and exposed communication are answered, but class budgets and "
-                       "the floor need a config")
-        return "inconclusive", reasons
-    if hardware_mismatch:
-        reasons.append(f"the capture ran on {hardware_mismatch} but --config {opts.config} describes "
-                       f"{floor_section['hardware']}: use a config for that GPU or --set hardware=...")
-    if reasons:
-        return "inconclusive", reasons
-    ratio = floor_section["residual_ratio"]
-    t_opt = floor_section["t_opt_ns"]
-    if ratio is not None and ratio < BELOW_FLOOR_TOLERANCE:
-        return "inconclusive", [f"step p50 {step_p50} ns is {ratio:.2f}x the optimistic floor {t_opt} ns: faster than "
-                                "a lower bound, so the config does not describe this capture (set --batch, "
-                                "--context, --set weight_dtype=... or the hardware to the captured operating point)"]
-    if ratio is not None and ratio < opts.threshold:
-        return "near-floor", [f"step p50 {step_p50} ns is {ratio:.2f}x the optimistic floor {t_opt} ns "
-                              f"(< {opts.threshold}): stop; only architecture changes (sparse attention, "
-                              "quantisation, layout) move it"]
-    residual = step_p50 - t_opt
-    pipeline_ns = host_gaps["total_ns"] + exposed_comm["exposed_ns"]
-    over = [c for c in classes if c["over_budget"]]
-    reasons.append(f"step p50 {step_p50} ns is {ratio:.2f}x the optimistic floor {t_opt} ns; residual {residual} ns")
-    reasons.append(f"host gaps {host_gaps['total_ns']} ns + exposed communication {exposed_comm['exposed_ns']} ns "
-                   f"= {pipeline_ns} ns ({pipeline_ns / residual:.0%} of the residual)")
-    if pipeline_ns >= opts.pipeline_share * residual:
-        return "pipeline", reasons
-    if over:
-        reasons.append("over budget: " + ", ".join(f"{c['name']} {c['ratio']:.2f}x (+{c['excess_ns']} ns)"
-                                                   for c in over))
-        return "kernel", reasons
-    reasons.append("no class exceeds its budget by the threshold and the pipeline does not explain the residual")
-    return "inconclusive", reasons

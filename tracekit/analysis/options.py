@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tracekit.floor import NEAR_FLOOR_THRESHOLD
+
 REPORT_SCHEMA = "tracekit.report/v1"
 VERDICTS = ("near-floor", "pipeline", "kernel", "inconclusive")
 MIN_GAP_FINDING_NS = 1_000  # gap findings costing less in all (launch latency between kernels) are not listed
-BELOW_FLOOR_TOLERANCE = 0.95  # a step this far under the floor means the config does not fit the capture
 GATE_EXIT = {"near-floor": 0, "pipeline": 10, "kernel": 11, "inconclusive": 12}
 
 
@@ -19,7 +20,7 @@ class AnalyzeOptions:
     overrides: dict[str, str] = field(default_factory=dict)
     step_regex: str | None = None
     skip_steps: int = 0
-    threshold: float = 1.3
+    threshold: float = NEAR_FLOOR_THRESHOLD
     min_excess_fraction: float = 0.02
     pipeline_share: float = 0.5
     top_gaps: int = 5

@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from tracekit.floor import NEAR_FLOOR_THRESHOLD, ConfigError
+from tracekit.floor import parse_sets as floor_parse_sets
 from tracekit.report.render import FORMATS
 from tracekit.store.inputs import Inputs
 
@@ -63,14 +65,11 @@ def output_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def parse_sets(values: tuple[str, ...]) -> dict[str, str]:
-    """``--set key=value`` pairs as a dict; a malformed one is a usage error naming it."""
-    out: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"{item!r} is not key=value", param_hint="--set")
-        out[key.strip()] = value.strip()
-    return out
+    """``--set key=value`` pairs as a dict (tracekit.floor.parse_sets); a malformed one is a usage error."""
+    try:
+        return floor_parse_sets(values)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--set") from None
 
 
 def config_options(required: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -110,7 +109,7 @@ def analysis_options(command: Callable[..., Any]) -> Callable[..., Any]:
                   help="Regex over NVTX/annotation names that marks one step.")
     @click.option("--skip-steps", type=click.IntRange(min=0), default=0, show_default=True,
                   help="Drop this many warm-up steps.")
-    @click.option("--threshold", type=click.FloatRange(min=1.0), default=1.3, show_default=True,
+    @click.option("--threshold", type=click.FloatRange(min=1.0), default=NEAR_FLOOR_THRESHOLD, show_default=True,
                   help="Residual ratio under which a step is near the floor; also the over-budget ratio.")
     @functools.wraps(command)
     def wrapper(*args: Any, config: str | None, overrides: dict[str, str], step_regex: str | None,

@@ -77,9 +77,10 @@ def cost_cmd(config: str, overrides: dict[str, str], fmt: str, out_path: Path | 
     --set takes floor fields and cost fields alike, e.g. --set yield_model=murphy --set hbm_stacks=6
     --set gpu_cost_usd=25000 --set lifetime_years=4 --set energy_usd_per_kwh=0.12 (see docs/cost.md).
     """
+    from tracekit.budgets.configs import config_path
     from tracekit.floor.cost_perf import cost_report
 
-    report = cost_report(config, overrides)
+    report = cost_report(config_path(config), overrides, resolve=config_path)
     tables = [
         Table("manufacturing cost per GPU", rows_frame(_breakdown_rows(report)),
               note="known-good-die cost = wafer cost / (dies per wafer x yield); assembly loss = cost / yield - cost"),

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from tracekit.cli.common import config_options, output_options
+from tracekit.floor import NEAR_FLOOR_THRESHOLD
 from tracekit.report.document import Document, Table, rows_frame
 from tracekit.report.render import emit
 
@@ -30,7 +31,7 @@ def _duration(value: str | None, option: str) -> int | None:
 @click.option(
     "--threshold",
     type=click.FloatRange(min=1.0),
-    default=1.3,
+    default=NEAR_FLOOR_THRESHOLD,
     show_default=True,
     help="Residual ratio (measured / t_opt) under which to stop kernel tuning.",
 )
@@ -43,8 +44,10 @@ def floor_cmd(
     fmt: str,
     out_path: Path | None,
 ) -> None:
-    """The analytical floor: resources by kernel class, t_opt, t_sum, binding resource, MFU/MBU."""
-    from tracekit.floor import compute_floor, load_config, place_measured
+    """The analytical floor at physical peaks: resources by kernel class, t_opt, t_sum, binding resource,
+    MFU/MBU, and the calibrated estimate expected_ns beside it."""
+    from tracekit.budgets.configs import load_config
+    from tracekit.floor import compute_floor, place_measured
     from tracekit.floor import report as frep
 
     measured_ns = _duration(measured, "--measured")
@@ -66,7 +69,8 @@ def floor_cmd(
 
 @click.command("walls")
 @config_options(required=True)
-@click.option("--vs", "vs", default=None, help="A second config: report the crossover concurrency.")
+@click.option("--vs", "vs", default=None,
+              help="A second config: report the crossover concurrency (--context, --batch, --set apply to both).")
 @click.option("--tpot-slo", default=None, metavar="DURATION", help="Time-per-output-token target, e.g. 50ms.")
 @click.option(
     "--plot",
@@ -85,14 +89,18 @@ def walls_cmd(
     fmt: str,
     out_path: Path | None,
 ) -> None:
-    """Walls as concurrency grows (ordering, KV capacity), frontier, crossover and TPOT-SLO reachability."""
-    from tracekit.floor import compute_walls, load_config
+    """Walls as concurrency grows from 1 (ordering, KV capacity), frontier, crossover and TPOT-SLO
+    reachability. --batch does not limit the sweep; it reports both configs at that concurrency."""
+    from tracekit.budgets.configs import load_config
+    from tracekit.floor import compute_walls
     from tracekit.floor import report as frep
 
     slo_ns = _duration(tpot_slo, "--tpot-slo")
-    cfg = load_config(config, overrides)
-    other = load_config(vs) if vs else None
-    walls = compute_walls(cfg, tpot_slo_ns=slo_ns, vs=other)
+    at_batch = int(overrides["batch"]) if "batch" in overrides else None
+    swept = {**overrides, "batch": "1"}  # the sweep starts at 1 whatever the config's batch
+    cfg = load_config(config, swept)
+    other = load_config(vs, swept) if vs else None
+    walls = compute_walls(cfg, tpot_slo_ns=slo_ns, vs=other, at_batch=at_batch)
     if plot_path is not None:
         from tracekit.floor.plot import plot_walls
 
@@ -102,7 +110,8 @@ def walls_cmd(
         Table(
             "frontier (floor)",
             rows_frame(frep.frontier_rows(walls)),
-            note="tokens/s per GPU against t_opt (TPOT in decode) over feasible concurrencies",
+            note="tokens/s per GPU against t_opt (the step; TPOT in decode) over feasible concurrencies; "
+                 "physical peaks",
         ),
     ]
     extra = frep.extra_rows(walls)
@@ -115,7 +124,7 @@ def walls_cmd(
 @output_options
 def configs_cmd(fmt: str, out_path: Path | None) -> None:
     """List the named deployment configs."""
-    from tracekit.floor import list_configs, load_config
+    from tracekit.budgets.configs import list_configs, load_config
     from tracekit.floor import report as frep
 
     rows = frep.config_rows([load_config(n) for n in list_configs()])

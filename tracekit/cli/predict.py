@@ -4,7 +4,6 @@ ratio, the breakdown by class and resource, and for training the layout and memo
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +13,6 @@ from tracekit.cli.common import output_options
 from tracekit.report.document import Document, Table, rows_frame
 from tracekit.report.render import emit
 
-#: The floor always uses spec-sheet peaks, whatever the config's default (docs/floor.md, "Peaks").
-FLOOR_PEAKS = "physical"
 ESTIMATE_NOTE = ("estimate_ns is an estimate of the step, not a bound: a real step can be faster or slower. "
                  "floor_t_opt_ns is the bound: no step of this config on this hardware is faster.")
 STEP_NOTE = "estimate_ns: an estimate, not a bound; floor_t_opt_ns: the floor (physical peaks), a bound"
@@ -32,10 +29,11 @@ def _analysis_class() -> dict[str, str]:
     return out
 
 
-def _figures(estimate_ns: int, estimate_peaks: str, floor_ns: int) -> dict[str, Any]:
-    """The two figures every predict report carries, with their ratio and which peaks each used."""
-    return {"estimate_ns": estimate_ns, "estimate_peak_kind": estimate_peaks, "floor_t_opt_ns": floor_ns,
-            "peak_kind": FLOOR_PEAKS, "estimate_over_floor": round(estimate_ns / max(floor_ns, 1), 4)}
+def _figures(estimate_ns: int, estimate_peaks: str, floor: Any) -> dict[str, Any]:
+    """The two figures every predict report carries, with their ratio and which peaks each used (the floor's are
+    always the physical ones: docs/floor.md, "Peaks")."""
+    return {"estimate_ns": estimate_ns, "estimate_peak_kind": estimate_peaks, "floor_t_opt_ns": floor.t_opt_ns,
+            "peak_kind": floor.peak_kind, "estimate_over_floor": round(estimate_ns / max(floor.t_opt_ns, 1), 4)}
 
 
 def _kv(rows: list[tuple[str, Any]]) -> Any:
@@ -47,8 +45,8 @@ def _training_doc(cfg: Any, classes: dict[str, str]) -> Document:
     from tracekit.floor.training import predict_training
 
     pred = predict_training(cfg)
-    floor = compute_floor(replace(cfg, peaks=FLOOR_PEAKS))
-    figures = _figures(pred.step_ns, cfg.peaks, floor.t_opt_ns)
+    floor = compute_floor(cfg)
+    figures = _figures(pred.step_ns, cfg.peaks, floor)
     lay, mem = pred.layout, pred.memory
     parts = [{"part": p.name, "class": classes.get(p.name, ""), "time_ns": p.time_ns, "exposed_ns": p.exposed_ns,
               "bound": p.bound, "compute_ns": p.compute_ns, "hbm_ns": p.hbm_ns, "onchip_ns": p.onchip_ns,
@@ -82,9 +80,8 @@ def _training_doc(cfg: Any, classes: dict[str, str]) -> Document:
 def _inference_doc(cfg: Any, classes: dict[str, str]) -> Document:
     from tracekit.floor import compute_floor
 
-    result = compute_floor(replace(cfg, peaks=FLOOR_PEAKS))
-    estimate = compute_floor(replace(cfg, peaks="achievable"))
-    figures = _figures(estimate.t_opt_ns, "achievable", result.t_opt_ns)
+    result = compute_floor(cfg)  # t_opt on physical peaks; expected_ns, the estimate, at the config's peaks
+    figures = _figures(result.expected_ns, result.expected_peak_kind, result)
     parts = [{"part": p.name, "class": classes.get(p.name, ""), "floor_ns": p.floor_ns, "compute_ns": p.compute_ns,
               "hbm_ns": p.hbm_ns, "net_ns": p.net_ns, "flops": p.flops, "hbm_bytes": p.hbm_bytes,
               "net_bytes": p.net_bytes} for p in result.parts]
@@ -110,8 +107,8 @@ def _inference_doc(cfg: Any, classes: dict[str, str]) -> Document:
 def predict_cmd(config: str, sets: tuple[str, ...], fmt: str, out_path: Path | None) -> None:
     """Estimated step time (not a bound) beside the floor t_opt of the same step (a bound), by class and
     resource; training configs add the layout and memory per GPU with feasibility."""
+    from tracekit.budgets.configs import load_config
     from tracekit.cli.common import parse_sets
-    from tracekit.floor import load_config
 
     cfg = load_config(config, parse_sets(sets))
     classes = _analysis_class()

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from tracekit.cli.common import output_options
+from tracekit.floor import NEAR_FLOOR_THRESHOLD
 from tracekit.report.document import Document, Table
 from tracekit.report.render import emit
 
@@ -66,7 +67,7 @@ def reconcile_document(doc: dict[str, Any]) -> Document:
 @click.option("--config", required=True, help="Named config (see `tracekit configs`) or a TOML file.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override any config field (batch and context_tokens replace the derived ones).")
-@click.option("--threshold", type=click.FloatRange(min=1.0), default=1.3, show_default=True,
+@click.option("--threshold", type=click.FloatRange(min=1.0), default=NEAR_FLOOR_THRESHOLD, show_default=True,
               help="Residual ratio (TPOT / t_opt) under which a run is near the floor.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the walls plot with the measured points to FILE.png (matplotlib).")

@@ -140,8 +140,9 @@ def _walls_section(report: dict[str, Any]) -> str:
     if not cfg["name"]:
         return "<section><h2>Walls</h2><p>No --config: no walls.</p></section>"
     from tracekit import floor
+    from tracekit.budgets.configs import load_config
 
-    walls = floor.compute_walls(floor.load_config(cfg["name"], cfg["overrides"]))
+    walls = floor.compute_walls(load_config(cfg["name"], cfg["overrides"]))
     rows = [[w.name, w.batch if w.batch is not None else "", "yes" if w.reachable else "no", w.note]
             for w in walls.walls]
     chart = walls_chart(walls, cfg["effective"].get("batch"), report["steps"]["step_ns_p50"] or None)

@@ -170,9 +170,10 @@ def write_plots(analysis: Analysis, out_dir: Path) -> list[tuple[str, Path]]:
         plt.close(fig)
     if report["config"]["name"]:
         from tracekit import floor
+        from tracekit.budgets.configs import load_config
         from tracekit.floor.plot import plot_walls
 
-        walls = floor.compute_walls(floor.load_config(report["config"]["name"], report["config"]["overrides"]))
+        walls = floor.compute_walls(load_config(report["config"]["name"], report["config"]["overrides"]))
         for fmt in FORMATS:
             path = out_dir / f"walls.{fmt}"
             tmp = path.with_name(f".walls.tmp.{fmt}")

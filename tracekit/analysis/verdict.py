@@ -1,0 +1,80 @@
+"""The verdict of an analysis: from the report's computed sections to (verdict, reasons).
+
+The floor's placement (tracekit.floor.place_measured, the stop rule) decides near the floor and below it; above
+the floor, the residual goes to the pipeline (host gaps + exposed communication) or to kernel classes over
+their budgets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tracekit.analysis.options import AnalyzeOptions
+from tracekit.floor import Placement
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the verdict reads. blocking: caveats that make any number meaningless (whole-graph capture);
+    whole_capture: no step markers were found; floor: the report's floor section (None without --config);
+    placement: the step p50 against that floor; hardware_mismatch: capture GPUs the config does not describe."""
+
+    blocking: list[str]
+    whole_capture: bool
+    step_p50: int
+    floor: dict[str, Any] | None
+    placement: Placement | None
+    hardware_mismatch: str | None
+    host_gaps: dict[str, Any]
+    exposed_comm: dict[str, Any]
+    classes: list[dict[str, Any]]
+
+
+def _preconditions(ev: Evidence, opts: AnalyzeOptions) -> list[str]:
+    """Reasons the capture cannot be judged against the floor (empty when it can)."""
+    reasons: list[str] = []
+    if ev.whole_capture:
+        reasons.append("no step markers (NVTX/annotation regex, ProfilerStep#N, graph launches): the whole capture "
+                       "is one window; give --step REGEX")
+    if ev.floor is None:
+        reasons.append("no --config: host gaps and exposed communication are answered, but class budgets and "
+                       "the floor need a config")
+    elif ev.hardware_mismatch:
+        reasons.append(f"the capture ran on {ev.hardware_mismatch} but --config {opts.config} describes "
+                       f"{ev.floor['hardware']}: use a config for that GPU or --set hardware=...")
+    return reasons
+
+
+def decide(ev: Evidence, opts: AnalyzeOptions) -> tuple[str, list[str]]:
+    """(verdict, reasons): near-floor, pipeline, kernel or inconclusive, each with the numbers behind it."""
+    if ev.blocking:
+        return "inconclusive", list(ev.blocking)
+    if ev.step_p50 == 0:
+        return "inconclusive", ["no GPU operations to analyse"]
+    reasons = _preconditions(ev, opts)
+    if reasons or ev.placement is None or ev.floor is None:
+        return "inconclusive", reasons or ["no step time to place against the floor"]
+    p, t_opt = ev.placement, ev.floor["t_opt_ns"]
+    head = (f"step p50 {ev.step_p50} ns is {p.residual_ratio:.2f}x the floor t_opt {t_opt} ns "
+            f"({ev.floor['peak_kind']} peaks)")
+    if p.verdict == "inconclusive":
+        return "inconclusive", [f"{head}: {p.reason} (set --batch, --context, --set weight_dtype=... or the "
+                                "hardware to the captured operating point)"]
+    if p.verdict == "near-floor":
+        return "near-floor", [f"{head} (< {opts.threshold}): stop; only architecture changes (sparse attention, "
+                              "quantisation, layout) move it"]
+    residual = ev.step_p50 - t_opt
+    pipeline_ns = ev.host_gaps["total_ns"] + ev.exposed_comm["exposed_ns"]
+    reasons = [f"{head}; residual {residual} ns",
+               f"host gaps {ev.host_gaps['total_ns']} ns + exposed communication {ev.exposed_comm['exposed_ns']} ns "
+               f"= {pipeline_ns} ns ({pipeline_ns / residual:.0%} of the residual)"]
+    if pipeline_ns >= opts.pipeline_share * residual:
+        return "pipeline", reasons
+    over = [c for c in ev.classes if c["over_budget"]]
+    if over:
+        reasons.append("over budget: " + ", ".join(f"{c['name']} {c['ratio']:.2f}x (+{c['excess_ns']} ns)"
+                                                   for c in over))
+        return "kernel", reasons
+    reasons.append("no class exceeds its budget by the threshold and the pipeline does not explain the residual")
+    return "inconclusive", reasons
