@@ -1,6 +1,6 @@
 """`tracekit analyze`: steps, the three questions, floor reconciliation, verdict and ncu targets.
 
-The result is the ``tracekit.report/v1`` document (see docs/report-schema.md); renderers only format it.
+The result is the ``tracekit.report/v2`` document (see docs/report-schema.md); renderers only format it.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-REPORT_SCHEMA = "tracekit.report/v1"
+REPORT_SCHEMA = "tracekit.report/v2"  # v2: host-gap cause "launch" split into launch_call + host_code
 VERDICTS = ("near-floor", "pipeline", "kernel", "inconclusive")
 MIN_GAP_FINDING_NS = 1_000  # gap findings costing less in all (launch latency between kernels) are not listed
 BELOW_FLOOR_TOLERANCE = 0.95  # a step this far under the floor means the config does not fit the capture

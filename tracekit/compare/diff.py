@@ -2,7 +2,7 @@
 communication and floor position, with the change that explains most of the step-time difference first,
 and the exit status for gating.
 
-Inputs are ``tracekit.report/v1`` JSON documents or traces (analysed here with the same options). The
+Inputs are ``tracekit.report/v2`` JSON documents or traces (analysed here with the same options). The
 result is the ``tracekit.diff/v1`` document (docs/reconcile.md).
 """
 

@@ -1,6 +1,6 @@
 """The analysis report as a Document: verdict first, then floor, the three questions and ncu targets.
 
-JSON output is the ``tracekit.report/v1`` dict itself; the human formats show the same numbers in ms.
+JSON output is the ``tracekit.report/v2`` dict itself; the human formats show the same numbers in ms.
 """
 
 from __future__ import annotations
