@@ -14,7 +14,7 @@ import duckdb
 import numpy as np
 
 from tracekit.analysis.accounting import StepAccount
-from tracekit.analysis.caveats import capture_caveats
+from tracekit.analysis.caveats import BLOCKING_CAVEATS, capture_caveats
 from tracekit.analysis.detail import Detail, DetailReader
 from tracekit.analysis.device import DeviceAnalysis, analyze_device, step_marker
 from tracekit.analysis.gaps import CAUSES
@@ -163,6 +163,7 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
                    "threshold": opts.threshold, "min_excess_fraction": opts.min_excess_fraction,
                    "step_regex": opts.step_regex, "skip_steps": opts.skip_steps},
         "steps": {"count": len(accounts), "source": sources, "step_ns_p50": step_p50, "step_ns_p99": step_p99,
+                  "capture_only": any(c.kind == "graph_capture_only" for c in caveats),
                   "per_rank_p50_ns": {str(r): v for r, v in sorted(rank_p50.items())},
                   "slowest_rank": slowest,
                   "straggler_ratio": (rank_p50[slowest] / _median(list(rank_p50.values()))) if slowest is not None
@@ -222,7 +223,7 @@ def _verdict(opts: AnalyzeOptions, results: list[DeviceAnalysis], caveats: list,
              host_gaps: dict, exposed_comm: dict, classes: list[dict], step_p50: int,
              hardware_mismatch: str | None) -> tuple[str, list[str]]:
     reasons: list[str] = []
-    blocking = [c.text for c in caveats if c.kind == "graph_whole"]
+    blocking = [c.text for c in caveats if c.kind in BLOCKING_CAVEATS]
     if blocking:
         return "inconclusive", blocking
     if not results or step_p50 == 0:

@@ -6,7 +6,18 @@ from dataclasses import dataclass
 
 import duckdb
 
+from tracekit.analysis.steps import ENGINE_STEP_REGEX
+
 GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
+#: Kernel launch calls (runtime and driver, CUDA and HIP); graph launches are not kernel launches.
+KERNEL_LAUNCH_REGEX = (r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|ModuleLaunchKernel|"
+                       r"ExtModuleLaunchKernel|ExtLaunchKernel|HccModuleLaunchKernel)(_v\d+)?$|"
+                       r"^cuLaunch(Kernel|KernelEx|CooperativeKernel)(_ptsz)?$")
+STREAM_CAPTURE_REGEX = r"^(cuda|hip|cu)StreamBeginCapture"
+#: Caveats that leave nothing to judge: the verdict is inconclusive with their text as the reason.
+BLOCKING_CAVEATS = frozenset({"graph_whole", "graph_capture_only"})
+#: Host process names of serving engines, whose traces come from the engine's profiler endpoint.
+ENGINE_PROCESS_REGEX = r"^(VLLM::|sglang::|TRTLLM|trtllm)"
 
 
 # Reader notes that do not limit an analysis (still listed by `tracekit info` under "read notes").
@@ -66,20 +77,8 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
     for rank, n in unmatched:
         caveats.append(Caveat("unmatched_launch", rank, f"rank {rank}: {n} kernels without their launch call in "
                               "the capture (launched before it began, or API tracing off)"))
-    late = con.execute(r"""
-        SELECT rank, 'ProfilerStep#' || first_step FROM (
-            SELECT rank, min(CAST(regexp_extract(name, '^ProfilerStep#(\d+)\n?$', 1) AS BIGINT)) AS first_step
-            FROM ranges WHERE regexp_matches(name, '^ProfilerStep#\d+\n?$') GROUP BY rank)
-        WHERE first_step > 0 ORDER BY rank
-    """).fetchall()
-    late += con.execute("""
-        SELECT rank, 'a ' || coalesce(nullif(trigger, 'Immediate'), 'delayed') || ' start' FROM (
-            SELECT rank, max(value) FILTER (WHERE key = 'START_TRIGGER') AS trigger,
-                   max(TRY_CAST(value AS BIGINT)) FILTER (WHERE key = 'START_DELAY_MS') AS delay_ms
-            FROM trace_meta GROUP BY rank)
-        WHERE coalesce(trigger, 'Immediate') <> 'Immediate' OR coalesce(delay_ms, 0) > 0 ORDER BY rank
-    """).fetchall()
-    for rank, start in late:
+    caveats += _capture_only(con)
+    for rank, start in _late_starts(con):
         caveats.append(Caveat("late_start", rank, f"rank {rank}: the capture starts at {start}: kernels launched "
                               "before it are not in the trace, so an ncu --launch-skip counts from the capture's "
                               "first launch (profile from process start for exact skips)"))
@@ -93,3 +92,58 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
         caveats.append(Caveat(kind, rank, f"rank {rank}: {kind}: {count} ({detail})" if detail
                               else f"rank {rank}: {kind}: {count}"))
     return caveats
+
+
+def _capture_only(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
+    """Graph-capture traces: stream capture calls, and more kernel launches captured into a graph (a launch
+    call with no kernel) than kernels executed. Such a trace holds no step to judge or compare."""
+    rows = con.execute("""
+        WITH launches AS (
+            SELECT a.rank, count(*) AS n, count(*) FILTER (WHERE k.correlation_id IS NULL) AS captured
+            FROM api_calls a
+            LEFT JOIN (SELECT DISTINCT rank, pid, correlation_id FROM kernels) k
+              ON k.rank = a.rank AND k.pid = a.pid AND k.correlation_id = a.correlation_id
+            WHERE NOT a.is_duplicate AND regexp_matches(a.name, $launch) GROUP BY a.rank),
+        captures AS (SELECT rank, count(*) AS n FROM api_calls
+                     WHERE NOT is_duplicate AND regexp_matches(name, $capture) GROUP BY rank),
+        executed AS (SELECT rank, count(*) AS n FROM kernels GROUP BY rank)
+        SELECT c.rank, c.n, l.captured, coalesce(e.n, 0) FROM captures c JOIN launches l USING (rank)
+        LEFT JOIN executed e USING (rank)
+        WHERE l.captured > coalesce(e.n, 0) ORDER BY c.rank
+    """, {"launch": KERNEL_LAUNCH_REGEX, "capture": STREAM_CAPTURE_REGEX}).fetchall()
+    return [Caveat("graph_capture_only", rank,
+                   f"rank {rank}: a graph-capture trace: {captured} kernel launches were captured into CUDA/HIP "
+                   f"graphs ({captures} stream capture{'s' if captures != 1 else ''}) and only {executed} kernels ran; "
+                   "it holds no step to judge or compare: profile the graph replays (the serving loop), not "
+                   "their capture")
+            for rank, captures, captured, executed in rows]
+
+
+def _late_starts(con: duckdb.DuckDBPyConnection) -> list[tuple[int, str]]:
+    """(rank, where the capture starts) for captures that did not start with the process: a ProfilerStep
+    beyond #0, an nsys trigger or delay, a serving engine's profiler (its step annotations or process
+    name), or graphs launched that were never instantiated in the capture. First reason per rank."""
+    probes = [(r"""
+        SELECT rank, 'ProfilerStep#' || first_step FROM (
+            SELECT rank, min(CAST(regexp_extract(name, '^ProfilerStep#(\d+)\n?$', 1) AS BIGINT)) AS first_step
+            FROM ranges WHERE regexp_matches(name, '^ProfilerStep#\d+\n?$') GROUP BY rank)
+        WHERE first_step > 0""", {}), ("""
+        SELECT rank, 'a ' || coalesce(nullif(trigger, 'Immediate'), 'delayed') || ' start' FROM (
+            SELECT rank, max(value) FILTER (WHERE key = 'START_TRIGGER') AS trigger,
+                   max(TRY_CAST(value AS BIGINT)) FILTER (WHERE key = 'START_DELAY_MS') AS delay_ms
+            FROM trace_meta GROUP BY rank)
+        WHERE coalesce(trigger, 'Immediate') <> 'Immediate' OR coalesce(delay_ms, 0) > 0""", {}), ("""
+        SELECT DISTINCT rank, 'a serving engine''s profiler start (its step annotations)' FROM ranges
+        WHERE source IN ('nvtx', 'user_annotation') AND regexp_matches(name, $engine)""",
+        {"engine": ENGINE_STEP_REGEX}), ("""
+        SELECT DISTINCT rank, 'a serving engine''s profiler start (process ' || name || ')' FROM processes
+        WHERE regexp_matches(name, $engine)""", {"engine": ENGINE_PROCESS_REGEX}), ("""
+        SELECT rank, 'a point after its CUDA/HIP graphs were built (launched, never instantiated here)'
+        FROM api_calls WHERE NOT is_duplicate GROUP BY rank
+        HAVING count(*) FILTER (WHERE contains(name, 'GraphLaunch')) > 0
+           AND count(*) FILTER (WHERE contains(name, 'GraphInstantiate')) = 0""", {})]
+    first: dict[int, str] = {}
+    for sql, params in probes:
+        for rank, where in con.execute(sql, params).fetchall():
+            first.setdefault(rank, where)
+    return sorted(first.items())

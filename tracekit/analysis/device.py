@@ -21,7 +21,7 @@ from tracekit.analysis.accounting import StepAccount, account_step
 from tracekit.analysis.gaps import HostActivity, attribute_gaps, gap_context
 from tracekit.analysis.ops import DeviceOps, Vocabulary, launch_skips, load_ops
 from tracekit.analysis.steps import (
-    PROFILER_STEP_REGEX,
+    STEP_MARKER_REGEX,
     DeviceExtent,
     StepSource,
     StepWindow,
@@ -62,7 +62,7 @@ class DeviceAnalysis:
 
 def step_marker(opts: AnalyzeOptions) -> str:
     """The regex of the ranges that mark steps (they do not count as busy host time)."""
-    return opts.step_regex or PROFILER_STEP_REGEX
+    return opts.step_regex or STEP_MARKER_REGEX
 
 
 def _device_classes(con: duckdb.DuckDBPyConnection, rank: int, device_id: int) -> tuple[str, ...]:

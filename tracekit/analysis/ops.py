@@ -19,6 +19,14 @@ import pyarrow as pa
 
 from tracekit.budgets.classify import ClassRules, register_classes
 
+# Host calls that wait for the device (a gap inside one is waiting, not launching). Defined here, beside the
+# launch lookup that flags them, and used by the gap causes (tracekit.analysis.gaps).
+SYNC_API_REGEX = (
+    r"^(cuda|hip)(Device|Stream|Event|Ctx)Synchroni[sz]e|^cu(Ctx|Stream|Event)Synchronize|"
+    r"^(cuda|hip)Memcpy(2D|3D|ToSymbol|FromSymbol|WithStream)?(_v\d+)?$|^cuMemcpy[DH]to[DH](_v\d+)?$|"
+    r"^(Stream|Event|Context) Sync$"
+)
+
 ORDER = "start_ns, end_ns, stream_id, code, pid, launch_start_ns, launch_end_ns, launch_tid, in_graph"
 
 
@@ -42,6 +50,7 @@ class DeviceOps:
     class_names: np.ndarray  # object array of the distinct class names
     name_code: np.ndarray  # int32 per op: index into names (name == names[name_code])
     names: np.ndarray  # object array of the distinct op names
+    launch_sync: np.ndarray | None = None  # bool: the launch call is itself synchronising (a blocking copy)
 
     def __len__(self) -> int:
         return int(self.start_ns.size)
@@ -118,10 +127,11 @@ def ops_sql(where: str = "TRUE") -> str:
         ),
         l AS (  -- a grouped arg_min, cheaper than a window sort
             SELECT pid, correlation_id, first_call.tid AS tid, first_call.start_ns AS start_ns,
-                   first_call.end_ns AS end_ns, first_call.graph AS is_graph_launch
+                   first_call.end_ns AS end_ns, first_call.graph AS is_graph_launch, first_call.sync AS is_sync
             FROM (SELECT pid, correlation_id,
                          arg_min({{'tid': tid, 'start_ns': start_ns, 'end_ns': end_ns,
-                                  'graph': contains(name, 'GraphLaunch')}}, start_ns) AS first_call
+                                  'graph': contains(name, 'GraphLaunch'),
+                                  'sync': regexp_matches(name, '{SYNC_API_REGEX}')}}, start_ns) AS first_call
                   FROM api_calls WHERE rank = $rank AND NOT is_duplicate
                     AND correlation_id IN (SELECT correlation_id FROM k)
                   GROUP BY pid, correlation_id)
@@ -130,7 +140,8 @@ def ops_sql(where: str = "TRUE") -> str:
                coalesce(k.pid, -1) AS pid,
                coalesce(l.tid, -1) AS launch_tid, coalesce(l.start_ns, -1) AS launch_start_ns,
                coalesce(l.end_ns, -1) AS launch_end_ns,
-               (k.node_traced OR coalesce(l.is_graph_launch, FALSE)) AS in_graph
+               (k.node_traced OR coalesce(l.is_graph_launch, FALSE)) AS in_graph,
+               coalesce(l.is_sync, FALSE) AS launch_sync
         FROM k LEFT JOIN l ON l.pid = k.pid AND l.correlation_id = k.correlation_id
     """
 
@@ -173,7 +184,7 @@ def _device_ops(table: pa.Table, vocab: Vocabulary, rank: int, device_id: int) -
         pid=col("pid", np.int64), launch_tid=col("launch_tid", np.int64),
         launch_start_ns=col("launch_start_ns", np.int64), launch_end_ns=col("launch_end_ns", np.int64),
         in_graph=col("in_graph", bool), cls_code=cls_code, class_names=vocab.class_names,
-        name_code=code, names=vocab.names,
+        name_code=code, names=vocab.names, launch_sync=col("launch_sync", bool),
     )
 
 
