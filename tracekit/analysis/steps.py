@@ -255,3 +255,33 @@ def batches(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, extent: D
             groups.append([w])
             rows_in_group = n
     return groups
+
+
+PLACEHOLDER = "<n>"  # stands for a run of digits in a step-candidate pattern
+# PyTorch's emit_nvtx names one range per aten op ("aten::mm, seq = 3, op_id = 17"): never a step.
+PER_OP_RANGE_REGEX = r", (seq|op_id) = \d+"
+
+
+def regex_literal(text: str) -> str:
+    """``text`` as a regex matching it literally: only the metacharacters escaped (Python's and RE2's alike)."""
+    return re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", text)
+
+
+def step_candidates(con: duckdb.DuckDBPyConnection, limit: int = 10) -> list[dict[str, object]]:
+    """The most frequent host range names (NVTX ranges and user annotations) over all ranks, with digit runs
+    folded to ``<n>`` (ProfilerStep#<n>): count, median duration, an example, the ``--step`` regex that
+    selects them, and which of them the automatic step search picks ('engine', 'ProfilerStep'). PyTorch's
+    per-op ranges (emit_nvtx) are left out."""
+    rows = con.execute(f"""
+        SELECT regexp_replace(name, '[0-9]+', '{PLACEHOLDER}', 'g') AS pattern, count(*) AS count,
+               count(DISTINCT rank) AS ranks, median(dur_ns)::BIGINT AS median_ns, min(name) AS example,
+               bool_or(regexp_matches(name, $engine)) AS engine, bool_or(regexp_matches(name, $profiler)) AS profiler
+        FROM ranges WHERE source IN ('nvtx', 'user_annotation') AND end_ns IS NOT NULL
+          AND NOT regexp_matches(name, $per_op)
+        GROUP BY pattern ORDER BY count DESC, median_ns DESC, pattern LIMIT $limit
+    """, {"engine": ENGINE_STEP_REGEX, "profiler": PROFILER_STEP_REGEX, "per_op": PER_OP_RANGE_REGEX,
+          "limit": limit}).fetchall()
+    return [{"pattern": pattern, "count": count, "ranks": ranks, "median_ns": median_ns, "example": example,
+             "auto": "engine" if engine else "ProfilerStep" if profiler else "",
+             "step_regex": "^" + regex_literal(pattern).replace(PLACEHOLDER, r"\d+") + "$"}
+            for pattern, count, ranks, median_ns, example, engine, profiler in rows]

@@ -6,6 +6,7 @@ import duckdb
 import polars as pl
 
 from tracekit.analysis.caveats import capture_caveats
+from tracekit.analysis.steps import step_candidates
 from tracekit.report.document import Document, Table
 from tracekit.store.ingest import Store
 
@@ -54,6 +55,9 @@ def info_document(store: Store) -> Document:
         SELECT rank, source, coalesce(domain, '(default)') AS domain, count(*) AS ranges
         FROM ranges GROUP BY ALL ORDER BY rank, source, domain
     """)
+    candidates = pl.DataFrame(step_candidates(con), schema={
+        "pattern": pl.String, "count": pl.Int64, "ranks": pl.Int64, "median_ns": pl.Int64, "example": pl.String,
+        "auto": pl.String, "step_regex": pl.String})
     caveats = capture_caveats(con)
     doc = Document(
         title="tracekit info",
@@ -64,6 +68,9 @@ def info_document(store: Store) -> Document:
             Table("streams", streams),
             Table("events", counts),
             Table("range domains", domains),
+            Table("step candidates", candidates,
+                  note="most frequent NVTX range / annotation names (digits as <n>); pass step_regex as --step; "
+                  "auto: what analyze picks without --step" if candidates.height else "no NVTX ranges or annotations"),
             Table("read notes", notes, note="what the reader skipped or could not read; caveats list those that "
                   "limit an analysis"),
         ],
