@@ -5,7 +5,6 @@ The result is the ``tracekit.report/v2`` document (see docs/report-schema.md); r
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,9 +13,11 @@ import duckdb
 import numpy as np
 
 from tracekit.analysis.accounting import StepAccount
-from tracekit.analysis.caveats import BLOCKING_CAVEATS, capture_caveats
+from tracekit.analysis.caveats import BLOCKING_CAVEATS, capture_caveats, first_step_waits
 from tracekit.analysis.detail import Detail, DetailReader
 from tracekit.analysis.device import DeviceAnalysis, analyze_device, step_marker
+from tracekit.analysis.fit import Fit
+from tracekit.analysis.fit import assess as assess_fit
 from tracekit.analysis.gaps import CAUSES
 from tracekit.analysis.ncu import ncu_targets
 from tracekit.analysis.ops import Vocabulary, prepare
@@ -42,13 +43,16 @@ def _top_gaps(results: list[DeviceAnalysis], limit: int) -> list[dict[str, Any]]
     return sorted(findings, key=lambda g: -g["total_ns"])[:limit]
 
 
-def _floor_section(opts: AnalyzeOptions, step_p50: int) -> tuple[dict[str, Any] | None, Any, dict[str, Any]]:
-    """Floor result, placement and the effective config (None without --config)."""
+def _floor_section(con: duckdb.DuckDBPyConnection, opts: AnalyzeOptions,
+                   step_p50: int) -> tuple[dict[str, Any] | None, Any, dict[str, Any], Fit | None]:
+    """Floor result, placement, the effective config (None without --config) and the config's fit to the
+    capture (its GPU and operating point; the floor takes batch and context from the trace where it says)."""
     if not opts.config:
-        return None, None, {}
+        return None, None, {}, None
     from tracekit import floor
 
-    cfg = floor.load_config(opts.config, opts.overrides)
+    fit = assess_fit(con, floor.load_config(opts.config, opts.overrides), opts.overrides)
+    cfg = floor.load_config(opts.config, {**fit.overrides, **opts.overrides})
     result = floor.compute_floor(cfg)
     placement = floor.place_measured(result, step_p50, opts.threshold) if step_p50 > 0 else None
     section = {
@@ -58,15 +62,7 @@ def _floor_section(opts: AnalyzeOptions, step_p50: int) -> tuple[dict[str, Any] 
         "residual_ratio": placement.residual_ratio if placement else None,
         "position": placement.position if placement else None,
     }
-    return section, result, cfg.settings()
-
-
-def _hardware_mismatch(con: duckdb.DuckDBPyConnection, hardware_key: str) -> str | None:
-    """The capture's GPU names that are not the config's hardware (matched as a whole word of the name,
-    so an H200 is not taken for an H20); None when they match or the capture names no GPU."""
-    names = [r[0] for r in con.execute("SELECT DISTINCT name FROM devices WHERE coalesce(name, '') <> ''").fetchall()]
-    other = sorted(n for n in names if hardware_key.lower() not in re.split(r"[^a-z0-9]+", n.lower()))
-    return ", ".join(other) if other else None
+    return section, result, cfg.settings(), fit
 
 
 @dataclass
@@ -118,6 +114,7 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     rules = load_rules(opts.config)
     con = store.con
     caveats = capture_caveats(con)
+    caveats += first_step_waits(results, caveats, opts.skip_steps)
     accounts = [a for r in results for a in r.accounts]
     step_ns = [a.dur_ns for a in accounts]
     step_p50, step_p99 = _median(step_ns), _p(step_ns, 99)
@@ -143,13 +140,12 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
                           for c in collectives},
     }
     # Floor and question 3: classes against budgets.
-    floor_section, floor_result, effective = _floor_section(opts, step_p50)
+    floor_section, floor_result, effective, fit = _floor_section(con, opts, step_p50)
     budgets = class_budgets(floor_result.parts, rules) if floor_result is not None else {}
     classes = _classes(accounts, results, rules.communication, budgets, opts, step_p50)
 
-    mismatch = _hardware_mismatch(con, floor_section["hardware"]) if floor_section else None
     verdict, reasons = _verdict(opts, results, caveats, floor_section, host_gaps, exposed_comm, classes, step_p50,
-                                mismatch)
+                                fit.reasons if fit else [])
     targets = ncu_targets(con, results, classes, opts.max_targets) if verdict == "kernel" else []
     per_rank = defaultdict(list)
     for a in accounts:
@@ -169,13 +165,14 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
                   "straggler_ratio": (rank_p50[slowest] / _median(list(rank_p50.values()))) if slowest is not None
                   and _median(list(rank_p50.values())) else None},
         "floor": floor_section,
+        "fit": fit.section() if fit else None,
         "host_gaps": host_gaps,
         "exposed_comm": exposed_comm,
         "classes": classes,
         "ncu_targets": targets,
         "verdict": verdict,
         "reasons": reasons,
-        "caveats": [c.text for c in caveats] + store.warnings,
+        "caveats": [c.text for c in caveats] + (fit.caveats if fit else []) + store.warnings,
     }
     return Analysis(report, results, store, opts)
 
@@ -221,7 +218,7 @@ def _classes(accounts: list[StepAccount], results: list[DeviceAnalysis], communi
 
 def _verdict(opts: AnalyzeOptions, results: list[DeviceAnalysis], caveats: list, floor_section: dict | None,
              host_gaps: dict, exposed_comm: dict, classes: list[dict], step_p50: int,
-             hardware_mismatch: str | None) -> tuple[str, list[str]]:
+             fit_reasons: list[str]) -> tuple[str, list[str]]:
     reasons: list[str] = []
     blocking = [c.text for c in caveats if c.kind in BLOCKING_CAVEATS]
     if blocking:
@@ -235,9 +232,7 @@ def _verdict(opts: AnalyzeOptions, results: list[DeviceAnalysis], caveats: list,
         reasons.append("no --config: host gaps and exposed communication are answered, but class budgets and "
                        "the floor need a config")
         return "inconclusive", reasons
-    if hardware_mismatch:
-        reasons.append(f"the capture ran on {hardware_mismatch} but --config {opts.config} describes "
-                       f"{floor_section['hardware']}: use a config for that GPU or --set hardware=...")
+    reasons += fit_reasons  # another GPU, vendor, world size, phase, or batch/context beyond 2x (analysis.fit)
     if reasons:
         return "inconclusive", reasons
     ratio = floor_section["residual_ratio"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 
@@ -15,7 +17,8 @@ KERNEL_LAUNCH_REGEX = (r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|LaunchCooperat
                        r"^cuLaunch(Kernel|KernelEx|CooperativeKernel)(_ptsz)?$")
 STREAM_CAPTURE_REGEX = r"^(cuda|hip|cu)StreamBeginCapture"
 #: Caveats that leave nothing to judge: the verdict is inconclusive with their text as the reason.
-BLOCKING_CAVEATS = frozenset({"graph_whole", "graph_capture_only"})
+BLOCKING_CAVEATS = frozenset({"graph_whole", "graph_capture_only", "only_step_waits"})
+FIRST_STEP_WAIT_SHARE = 0.5  # a first step waiting this share of its time on unseen work is not measured
 #: Host process names of serving engines, whose traces come from the engine's profiler endpoint.
 ENGINE_PROCESS_REGEX = r"^(VLLM::|sglang::|TRTLLM|trtllm)"
 
@@ -80,8 +83,9 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
     caveats += _capture_only(con)
     for rank, start in _late_starts(con):
         caveats.append(Caveat("late_start", rank, f"rank {rank}: the capture starts at {start}: kernels launched "
-                              "before it are not in the trace, so an ncu --launch-skip counts from the capture's "
-                              "first launch (profile from process start for exact skips)"))
+                              "before it are not in the trace, so a launch index (ncu --launch-skip, rocprofv3 "
+                              "--kernel-iteration-range) counts from the capture's first launch (profile from process "
+                              "start for exact indices)"))
     for rank, kind, count, detail in con.execute(
         "SELECT rank, kind, count, detail FROM read_notes ORDER BY rank, kind, detail"
     ).fetchall():
@@ -147,3 +151,25 @@ def _late_starts(con: duckdb.DuckDBPyConnection) -> list[tuple[int, str]]:
         for rank, where in con.execute(sql, params).fetchall():
             first.setdefault(rank, where)
     return sorted(first.items())
+
+
+def first_step_waits(results: Sequence[Any], caveats: list[Caveat], skip_steps: int) -> list[Caveat]:
+    """A capture that starts mid-run (late_start) can open with a wait on GPU work launched before it began,
+    work the trace does not hold: a first step that spends most of its time in dependency waits is then not
+    a measurement. Its device's only step: blocking (``only_step_waits``); else a caveat to skip it."""
+    late = {c.rank for c in caveats if c.kind == "late_start"}
+    out = []
+    for res in results:
+        if skip_steps or res.rank not in late or not res.accounts:
+            continue
+        wait, dur = res.causes[0].get("dependency", 0), res.accounts[0].dur_ns
+        if dur <= 0 or wait < FIRST_STEP_WAIT_SHARE * dur:
+            continue
+        head = (f"rank {res.rank} device {res.device_id}: the capture's first step waits {wait} ns of its {dur} ns "
+                "on GPU work the trace does not hold (launched before the capture began)")
+        if len(res.accounts) == 1:
+            out.append(Caveat("only_step_waits", res.rank, f"{head}; it is the only step, so no step is measured: "
+                              "capture several steps and give --skip-steps 1"))
+        else:
+            out.append(Caveat("first_step_wait", res.rank, f"{head}: give --skip-steps 1"))
+    return out

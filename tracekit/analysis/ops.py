@@ -188,32 +188,35 @@ def _device_ops(table: pa.Table, vocab: Vocabulary, rank: int, device_id: int) -
     )
 
 
-def launch_skips(con: duckdb.DuckDBPyConnection, ops: DeviceOps, picked: np.ndarray) -> np.ndarray:
+def launch_skips(con: duckdb.DuckDBPyConnection, ops: DeviceOps, picked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For the ops at indices ``picked``, each the first of its name and process among ops in a window: how
-    many launches of a kernel with the same function name in that process come before it on the whole
-    device, i.e. ncu's ``--launch-skip`` under ``--kernel-name-base function`` (ncu counts only the
-    launches its name filter matches). One pass over the device in SQL. Being first, an op has no tie
-    before it in ``ORDER`` beyond (start, end, stream), so the launch columns need not be read."""
+    many launches in that process come before it on the whole device (1) of a kernel with the same function
+    name, i.e. ncu's ``--launch-skip`` under ``--kernel-name-base function`` (ncu counts only the launches its
+    name filter matches), and (2) of a kernel with the very same name, as rocprofv3 counts dispatches per
+    kernel symbol for ``--kernel-iteration-range`` (minus one: it counts from 1). One pass over the device
+    in SQL. Being first, an op has no tie before it in ``ORDER`` beyond (start, end, stream), so the launch
+    columns need not be read."""
     if picked.size == 0:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     probe = pa.table({"i": np.arange(picked.size), "pid": ops.pid[picked], "code": ops.name_code[picked],
                       "s": ops.start_ns[picked], "e": ops.end_ns[picked], "st": ops.stream_id[picked]})
     con.register("launch_probe", probe)
     try:
         rows = con.execute("""
             WITH d AS (
-                SELECT k.start_ns, k.end_ns, coalesce(k.stream_id, -1) AS stream_id, n.fn, coalesce(k.pid, -1) AS pid
+                SELECT k.start_ns, k.end_ns, coalesce(k.stream_id, -1) AS stream_id, n.fn, n.code,
+                       coalesce(k.pid, -1) AS pid
                 FROM kernels k JOIN op_names n ON n.name = k.name AND NOT n.is_memop
                 WHERE k.rank = $rank AND k.device_id = $device
                 UNION ALL
-                SELECT m.start_ns, m.end_ns, coalesce(m.stream_id, -1), n.fn, coalesce(m.pid, -1)
+                SELECT m.start_ns, m.end_ns, coalesce(m.stream_id, -1), n.fn, n.code, coalesce(m.pid, -1)
                 FROM memops m JOIN op_names n ON n.name = m.kind AND n.is_memop
                 WHERE m.rank = $rank AND m.device_id = $device),
             p AS (SELECT p.*, n.fn FROM launch_probe p JOIN op_names n ON n.code = p.code)
-            SELECT p.i, count(d.start_ns) FROM p
+            SELECT p.i, count(d.start_ns), count(d.start_ns) FILTER (WHERE d.code = p.code) FROM p
             LEFT JOIN d ON d.pid = p.pid AND d.fn = p.fn AND (d.start_ns, d.end_ns, d.stream_id) < (p.s, p.e, p.st)
             GROUP BY p.i ORDER BY p.i
         """, {"rank": ops.rank, "device": ops.device_id}).fetchall()
     finally:
         con.unregister("launch_probe")
-    return np.array([r[1] for r in rows], dtype=np.int64)
+    return (np.array([r[1] for r in rows], dtype=np.int64), np.array([r[2] for r in rows], dtype=np.int64))
