@@ -69,6 +69,7 @@ class _Loader:
         self.notes: list[tuple[str, int, str]] = []
         self.replaced = info.replaced_strings
         self.missing: list[str] = []
+        self.rank_source: str | None = None  # 'recorded' or 'process_order' when the file's rows carry ranks
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -174,8 +175,9 @@ class _Loader:
         self._threads()
         self._processes()
         self._devices()
+        local_ranks = self._process_ranks()
         self._notes()
-        self._trace_info()
+        self._trace_info(sorted(set(local_ranks.values())) or [None])
 
     def _strings(self) -> pa.Table:
         reader = self._stream("SELECT id, value FROM StringIds", "StringIds")
@@ -376,6 +378,41 @@ class _Loader:
                 rows,
             )
 
+    def _process_ranks(self) -> dict[int, int]:
+        """One rank per process that ran GPU work: the rank its environment records when the export holds one
+        such process (``nsys profile`` inside each rank), else, for several, numbered by each process's
+        lowest CUDA device then pid (torchrun's LOCAL_RANK = device convention; the exports seen record no
+        NCCL/torch rank per process). Rows of other processes (launchers) keep rank NULL: the file's first
+        rank. Returns pid -> rank; empty when the file is one rank that names none (the store assigns it)."""
+        gpu = self.con.execute("""
+            SELECT pid, min(device_id) FROM (SELECT pid, device_id FROM kernels UNION ALL
+                                             SELECT pid, device_id FROM memops)
+            WHERE pid IS NOT NULL GROUP BY pid ORDER BY 2, 1""").fetchall()
+        if len(gpu) == 1 and self.info.recorded_rank is not None:
+            ranks, source = {gpu[0][0]: self.info.recorded_rank}, "recorded"
+        elif len(gpu) > 1:
+            ranks, source = {pid: i for i, (pid, _) in enumerate(gpu)}, "process_order"
+            self.notes.append((
+                "ranks_from_processes", len(gpu),
+                "one rank per GPU process, numbered by lowest CUDA device (the export records no rank): "
+                + ", ".join(f"pid {pid} (GPU {dev}) -> {i}" for i, (pid, dev) in enumerate(gpu)),
+            ))  # fmt: skip
+        else:
+            return {}
+        self.rank_source = source
+        mapping = pa.table({"pid": list(ranks), "rank": list(ranks.values())},
+                           schema=pa.schema([("pid", pa.int64()), ("rank", pa.int32())]))
+        self.con.register("_nsys_ranks", mapping)
+        try:
+            for table in ("kernels", "memops", "api_calls", "ranges", "threads", "processes"):
+                self._run(f"UPDATE {table} t SET rank = m.rank FROM _nsys_ranks m WHERE t.pid = m.pid")
+            self._run("""UPDATE devices d SET rank = m.rank FROM
+                             (SELECT device_id, min(pid) AS pid FROM kernels GROUP BY device_id) k, _nsys_ranks m
+                         WHERE d.device_id = k.device_id AND k.pid = m.pid""")
+        finally:
+            self.con.unregister("_nsys_ranks")
+        return ranks
+
     def _notes(self) -> None:
         """read_notes: kernels without their launch call, absent tables, replaced bytes."""
         row = self.con.execute(
@@ -396,25 +433,31 @@ class _Loader:
         if self.notes:
             self.con.executemany("INSERT INTO read_notes (kind, count, detail) VALUES (?, ?, ?)", self.notes)
 
-    def _trace_info(self) -> None:
-        """trace_info (span of GPU and API activity) and trace_meta (the export's key/values)."""
-        self._run(
-            """INSERT INTO trace_info (source_path, source_format, format_version, product_version,
-                   capture_command, start_ns, end_ns)
-               SELECT $path, 'nsys', $version, $product, $command, min(s), max(e) FROM (
-                   SELECT min(start_ns) AS s, max(end_ns) AS e FROM kernels
-                   UNION ALL SELECT min(start_ns), max(end_ns) FROM memops
-                   UNION ALL SELECT min(start_ns), max(end_ns) FROM api_calls)""",
-            {
-                "path": str(self.path), "version": self.info.format_version,
-                "product": self.info.product_version, "command": self.info.capture_command,
-            },
-        )  # fmt: skip
-        if self.info.meta:
-            meta = pa.table({"key": [k for k, _ in self.info.meta], "value": [v for _, v in self.info.meta]})
-            self._insert(
-                "INSERT INTO trace_meta (key, value) SELECT key, value FROM _nsys_meta", {"_nsys_meta": meta}
-            )
+    def _trace_info(self, ranks: list[int | None]) -> None:
+        """trace_info (span of GPU and API activity) and trace_meta (the export's key/values), one row set per
+        rank of the file (``ranks``: [None] for a file that names no rank)."""
+        meta = list(self.info.meta)
+        if self.rank_source:
+            meta.append(("rank_source", self.rank_source))
+        for rank in ranks:
+            own = "rank IS NOT DISTINCT FROM $rank" if rank is not None else "TRUE"
+            self._run(
+                f"""INSERT INTO trace_info (rank, source_path, source_format, format_version, product_version,
+                       capture_command, start_ns, end_ns)
+                   SELECT $rank, $path, 'nsys', $version, $product, $command, min(s), max(e) FROM (
+                       SELECT min(start_ns) AS s, max(end_ns) AS e FROM kernels WHERE {own}
+                       UNION ALL SELECT min(start_ns), max(end_ns) FROM memops WHERE {own}
+                       UNION ALL SELECT min(start_ns), max(end_ns) FROM api_calls WHERE {own})""",
+                {
+                    "rank": rank, "path": str(self.path), "version": self.info.format_version,
+                    "product": self.info.product_version, "command": self.info.capture_command,
+                },
+            )  # fmt: skip
+            if meta:
+                table = pa.table({"rank": pa.array([rank] * len(meta), pa.int32()), "key": [k for k, _ in meta],
+                                  "value": [v for _, v in meta]})
+                self._insert("INSERT INTO trace_meta (rank, key, value) SELECT rank, key, value FROM _nsys_meta",
+                             {"_nsys_meta": table})
 
 
 def _valid(value: bytes) -> bool:

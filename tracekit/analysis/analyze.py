@@ -154,7 +154,8 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     slowest = max(rank_p50, key=lambda r: rank_p50[r]) if rank_p50 else None
     report = {
         "schema": REPORT_SCHEMA,
-        "inputs": [{"rank": f.rank, "path": str(f.source), "format": f.fmt} for f in store.files],
+        "inputs": [{"rank": f.rank, "ranks": list(f.ranks), "path": str(f.source), "format": f.fmt}
+                   for f in store.files],
         "config": {"name": opts.config, "overrides": opts.overrides, "effective": effective,
                    "threshold": opts.threshold, "min_excess_fraction": opts.min_excess_fraction,
                    "step_regex": opts.step_regex, "skip_steps": opts.skip_steps},

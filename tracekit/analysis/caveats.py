@@ -24,7 +24,7 @@ ENGINE_PROCESS_REGEX = r"^(VLLM::|sglang::|TRTLLM|trtllm)"
 
 
 # Reader notes that do not limit an analysis (still listed by `tracekit info` under "read notes").
-INFORMATIONAL_NOTES = frozenset({"backtrace_duplicates", "invalid_utf8", "no_rank"})
+INFORMATIONAL_NOTES = frozenset({"backtrace_duplicates", "invalid_utf8", "no_rank", "ranks_from_processes"})
 # Kineto categories that carry nothing an analysis reads: flow arrows and instant markers.
 EXPECTED_SKIPS = frozenset({"ac2g", "async", "async_cpu_to_gpu", "fwdbwd", "Trace", "cpu_instant_event",
                             "(no category, ph i)"})

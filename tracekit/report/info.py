@@ -19,8 +19,9 @@ def info_document(store: Store) -> Document:
     """Every section of `tracekit info` for an open store."""
     con = store.con
     files = pl.DataFrame(
-        {"rank": [f.rank for f in store.files], "file": [str(f.source) for f in store.files],
-         "cached": [f.reused for f in store.files]}
+        {"rank": [r for f in store.files for r in f.ranks],
+         "file": [str(f.source) for f in store.files for _ in f.ranks],
+         "cached": [f.reused for f in store.files for _ in f.ranks]}
     )
     traces = _frame(con, """
         SELECT rank, source_format AS format, format_version, product_version,
