@@ -11,6 +11,7 @@ rank each file was assigned.
 from __future__ import annotations
 
 import fcntl
+import gzip
 import hashlib
 import json
 import os
@@ -54,18 +55,46 @@ def file_key(path: Path) -> str:
 
 
 def expand_inputs(paths: Iterable[Path]) -> list[Path]:
-    """Files as given; a directory stands for the trace files directly inside it, sorted by name."""
+    """Files as given; a directory stands for the trace files directly inside it, sorted by name (JSON that
+    is no profiler trace, such as a harness's ``execution_details.json``, is left out: ``skipped_inputs``)."""
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
             found = sorted(c for c in p.iterdir() if c.is_file() and c.name.endswith(TRACE_SUFFIXES))
-            if not found:
+            traces = [c for c in found if _looks_like_trace(c)]
+            if not traces:
                 raise InputError(f"{p}: directory holds no trace files (*.sqlite, *.json, *.json.gz); give the trace "
                                  "files or the folder that holds them")
-            files.extend(found)
+            files.extend(traces)
         else:
             files.append(p)
     return files
+
+
+def skipped_inputs(paths: Iterable[Path]) -> list[str]:
+    """One note per file a directory input left out because it is JSON but no profiler trace."""
+    return [f"{c}: not a profiler trace (no traceEvents); skipped in directory {p}"
+            for p in paths if p.is_dir() for c in sorted(p.iterdir())
+            if c.is_file() and c.name.endswith(TRACE_SUFFIXES) and not _looks_like_trace(c)]
+
+
+_SNIFF_BYTES = 1 << 20
+
+
+def _looks_like_trace(path: Path) -> bool:
+    """An Nsight export, or JSON whose first MiB shows trace events (a ``traceEvents`` key, or a bare list of
+    events with ``ph``): what a folder of rank files holds besides notes and reports."""
+    if path.name.endswith(".sqlite"):
+        return True
+    try:
+        with path.open("rb") as f:
+            head = f.read(2)
+            f.seek(0)
+            raw = gzip.GzipFile(fileobj=f).read(_SNIFF_BYTES) if head == b"\x1f\x8b" else f.read(_SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return True  # unreadable: let the reader report it
+    text = raw.lstrip()
+    return b'"traceEvents"' in text or (text[:1] == b"[" and b'"ph"' in text)
 
 
 def _crc32(path: Path) -> int:
@@ -318,6 +347,7 @@ def open_store(
     if not files:
         raise InputError("no input files given")
     check_distinct_paths(files)
+    skipped = skipped_inputs(paths)
     tmp = None
     if not use_cache:
         tmp = tempfile.TemporaryDirectory(prefix="tracekit-")
@@ -344,6 +374,7 @@ def open_store(
         raise
     stages = {s: sum(r.stages.get(s, 0.0) for r in results) for s in STAGES}
     stages["open"] = time.perf_counter() - t_open
+    warnings = skipped + warnings
     stored = [StoredFile(r.source, r.db, r.fmt, m[None], r.reused, tuple(sorted(set(m.values()))))
               for r, m in zip(results, mappings, strict=True)]
     return Store(con, stored, warnings, tmp, stages)
