@@ -285,7 +285,9 @@ def assess(con: duckdb.DuckDBPyConnection, cfg: Any, user_overrides: dict[str, s
     _hardware(fit, cfg.hardware.key)
     if fit.world_size is None:
         fit.notes.append("world size not checked: the trace does not record it")
-    elif fit.world_size != cfg.n_gpus:
+    elif fit.world_size == cfg.n_gpus:
+        fit.notes.append(f"world size {fit.world_size}, as the config says")
+    else:
         fit.reasons.append(f"the capture's world size is {fit.world_size} but the config describes {cfg.n_gpus} "
                            f"GPU{'s' if cfg.n_gpus > 1 else ''}: use a config for this deployment")
     p = fit.point
