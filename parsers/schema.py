@@ -57,6 +57,9 @@ TABLES: dict[str, str] = {
         name VARCHAR, domain VARCHAR, source VARCHAR, style VARCHAR, end_tid BIGINT,
         device_id INTEGER, stream_id BIGINT
     """,
+    # Input shapes (Kineto ``Input Dims``, JSON text) of attention cpu ops: the batch, query and key lengths
+    # a trace states where no engine annotation does (tracekit.analysis.fit).
+    "op_shapes": "rank INTEGER, pid BIGINT, tid BIGINT, start_ns BIGINT, name VARCHAR, input_dims VARCHAR",
 }
 
 EVENT_TABLES = ("kernels", "memops", "api_calls", "ranges")

@@ -146,3 +146,13 @@ def test_a_two_process_nsys_export_reads_as_two_ranks(cache_dir: Path) -> None:
     report = analyze(NSYS / "nsys-ai__mfu_2gpu_before.sqlite", cache_dir)
     assert report["inputs"][0]["ranks"] == [0, 1]
     assert sorted(report["steps"]["per_rank_p50_ns"]) == ["0", "1"]
+
+
+def test_attention_shapes_give_the_operating_point_without_an_engine_annotation(cache_dir: Path) -> None:
+    """TraceLens's HF Qwen1.5-0.5B forward on an H100: SDPA over [16, 16, 559, 64], a 16 x 559-token prefill;
+    a decode config is then another phase (no catalog model fits this trace, so it has no table row)."""
+    report = analyze(TORCH / "tracelens__h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", cache_dir,
+                     "--config", "qwen3-8b-tp1-h100")
+    point = report["fit"]["operating_point"]
+    assert (point["phase"], point["batch"], point["context"]) == ("prefill", 16, 559)
+    assert report["verdict"] == "inconclusive" and any("prefill step" in r for r in report["reasons"])

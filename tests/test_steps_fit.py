@@ -188,3 +188,17 @@ def test_hip_kernels_get_rocprofv3_commands_never_ncu(tmp_path: Path) -> None:
     nv, _ = decode_capture(nv_budgets, slow_class="attn_core")
     _, nvidia = analyze(write_kineto(nv, tmp_path / "nv.json"), "--config", config)
     assert nvidia["ncu_targets"] and all(t["tool"] == "ncu" for t in nvidia["ncu_targets"])
+
+
+def test_attention_input_shapes_state_batch_and_context(tmp_path: Path) -> None:
+    """No engine annotation: SDPA's q [B, H, 1, D] and k [B, H, S, D] say decode at batch B, context S."""
+    path = write_kineto(spec([kernel(1_000_000, 900_000)]), tmp_path / "t.json")
+    doc = json.loads(path.read_text())
+    doc["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": "aten::_scaled_dot_product_flash_attention",
+                               "pid": PID, "tid": TID, "ts": 800.0, "dur": 50.0,
+                               "args": {"Input Dims": [[32, 32, 1, 128], [32, 8, 2048, 128], [32, 8, 2048, 128]]}})
+    path.write_text(json.dumps(doc))
+    _, report = analyze(path, "--config", "qwen3-8b-tp1-h100")
+    point = report["fit"]["operating_point"]
+    assert (point["phase"], point["batch"], point["context"]) == ("decode", 32, 2048)
+    assert point["source"] == "attention input shapes (aten::_scaled_dot_product_flash_attention)"

@@ -16,9 +16,11 @@ A verdict compares a measured step with the floor of a config, so the config mus
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 import tomllib
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -180,9 +182,41 @@ def parse_step_name(name: str) -> OperatingPoint | None:
     return None
 
 
+# Attention ops whose inputs say batch and lengths: (name regex, (batch, query length) axes of q (input 0),
+# key-length axis of k (input 1)). SDPA takes [B, H, S, D]; the flash/efficient kernels [B, S, H, D].
+ATTENTION_LAYOUTS = ((r"^aten::_?scaled_dot_product", (0, 2), 2),
+                     (r"^aten::_(flash|efficient)_attention_forward$|^flash_attn::", (0, 1), 1))
+
+
+def _shape_point(con: duckdb.DuckDBPyConnection) -> OperatingPoint | None:
+    """Batch, query and key length from attention ops' input shapes (the commonest of them): one query
+    token is a decode (context = keys), more a prefill (context = queries)."""
+    seen: Counter[tuple[int, int, int]] = Counter()
+    names: dict[tuple[int, int, int], str] = {}
+    for name, dims in con.execute("SELECT name, input_dims FROM op_shapes WHERE input_dims IS NOT NULL").fetchall():
+        layout = next(((qa, ka) for regex, qa, ka in ATTENTION_LAYOUTS if re.search(regex, name)), None)
+        try:
+            q, k = json.loads(dims)[:2]
+        except (ValueError, TypeError):
+            continue
+        if layout is None or len(q) != 4 or len(k) != 4:
+            continue
+        key = (q[layout[0][0]], q[layout[0][1]], k[layout[1]])
+        seen[key] += 1
+        names.setdefault(key, name)
+    if not seen:
+        return None
+    (batch, sq, sk), _ = seen.most_common(1)[0]
+    source = f"attention input shapes ({names[(batch, sq, sk)]})"
+    if sq == 1:
+        return OperatingPoint("decode", batch, sk, source, f"q [batch {batch}, 1 token], {sk} keys")
+    return OperatingPoint("prefill", batch, sq, source, f"q [batch {batch}, {sq} tokens], {sk} keys")
+
+
 def trace_point(con: duckdb.DuckDBPyConnection) -> OperatingPoint | None:
     """The capture's operating point: its engine step annotations (the commonest phase; median batch and
-    context over the steps that state them), else training when autograd/optimizer ops ran."""
+    context over the steps that state them), else training when autograd/optimizer ops ran, else the input
+    shapes of its attention ops."""
     names = [r[0] for r in con.execute("""
         SELECT name FROM ranges WHERE source IN ('nvtx', 'user_annotation') AND regexp_matches(name, $engine)
     """, {"engine": ENGINE_STEP_REGEX}).fetchall()]
@@ -200,7 +234,7 @@ def trace_point(con: duckdb.DuckDBPyConnection) -> OperatingPoint | None:
     training = con.execute("""
         SELECT count(*) FROM ranges WHERE source = 'cpu_op' AND regexp_matches(name, $re)
     """, {"re": TRAINING_OPS_REGEX}).fetchall()[0][0]
-    return OperatingPoint("training", None, None, "autograd/optimizer ops") if training else None
+    return OperatingPoint("training", None, None, "autograd/optimizer ops") if training else _shape_point(con)
 
 
 def world_size(con: duckdb.DuckDBPyConnection) -> int | None:
