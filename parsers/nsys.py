@@ -23,6 +23,7 @@ import pyarrow as pa
 from tracekit.errors import InputError
 
 from .nsys_meta import KERNEL_TABLE, ExportInfo, inspect_export
+from .nsys_ranks import assign_process_ranks
 
 BATCH_ROWS = 65536  # rows per Arrow batch: also the window in which adbc infers column types
 PID = "(({g} >> 24) & 16777215)"  # the pid in a globalPid/globalTid (facts §2.10)
@@ -379,38 +380,10 @@ class _Loader:
             )
 
     def _process_ranks(self) -> dict[int, int]:
-        """One rank per process that ran GPU work: the rank its environment records when the export holds one
-        such process (``nsys profile`` inside each rank), else, for several, numbered by each process's
-        lowest CUDA device then pid (torchrun's LOCAL_RANK = device convention; the exports seen record no
-        NCCL/torch rank per process). Rows of other processes (launchers) keep rank NULL: the file's first
-        rank. Returns pid -> rank; empty when the file is one rank that names none (the store assigns it)."""
-        gpu = self.con.execute("""
-            SELECT pid, min(device_id) FROM (SELECT pid, device_id FROM kernels UNION ALL
-                                             SELECT pid, device_id FROM memops)
-            WHERE pid IS NOT NULL GROUP BY pid ORDER BY 2, 1""").fetchall()
-        if len(gpu) == 1 and self.info.recorded_rank is not None:
-            ranks, source = {gpu[0][0]: self.info.recorded_rank}, "recorded"
-        elif len(gpu) > 1:
-            ranks, source = {pid: i for i, (pid, _) in enumerate(gpu)}, "process_order"
-            self.notes.append((
-                "ranks_from_processes", len(gpu),
-                "one rank per GPU process, numbered by lowest CUDA device (the export records no rank): "
-                + ", ".join(f"pid {pid} (GPU {dev}) -> {i}" for i, (pid, dev) in enumerate(gpu)),
-            ))  # fmt: skip
-        else:
-            return {}
-        self.rank_source = source
-        mapping = pa.table({"pid": list(ranks), "rank": list(ranks.values())},
-                           schema=pa.schema([("pid", pa.int64()), ("rank", pa.int32())]))
-        self.con.register("_nsys_ranks", mapping)
-        try:
-            for table in ("kernels", "memops", "api_calls", "ranges", "threads", "processes"):
-                self._run(f"UPDATE {table} t SET rank = m.rank FROM _nsys_ranks m WHERE t.pid = m.pid")
-            self._run("""UPDATE devices d SET rank = m.rank FROM
-                             (SELECT device_id, min(pid) AS pid FROM kernels GROUP BY device_id) k, _nsys_ranks m
-                         WHERE d.device_id = k.device_id AND k.pid = m.pid""")
-        finally:
-            self.con.unregister("_nsys_ranks")
+        """One rank per GPU process (``nsys_ranks``); notes how they were numbered."""
+        ranks, self.rank_source, note = assign_process_ranks(self.con, self.info.recorded_rank)
+        if note:
+            self.notes.append(note)
         return ranks
 
     def _notes(self) -> None:

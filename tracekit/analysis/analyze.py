@@ -147,11 +147,6 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     verdict, reasons = _verdict(opts, results, caveats, floor_section, host_gaps, exposed_comm, classes, step_p50,
                                 fit.reasons if fit else [])
     targets = ncu_targets(con, results, classes, opts.max_targets) if verdict == "kernel" else []
-    per_rank = defaultdict(list)
-    for a in accounts:
-        per_rank[a.rank].append(a.dur_ns)
-    rank_p50 = {r: _median(v) for r, v in per_rank.items()}
-    slowest = max(rank_p50, key=lambda r: rank_p50[r]) if rank_p50 else None
     report = {
         "schema": REPORT_SCHEMA,
         "inputs": [{"rank": f.rank, "ranks": list(f.ranks), "path": str(f.source), "format": f.fmt}
@@ -160,11 +155,7 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
                    "threshold": opts.threshold, "min_excess_fraction": opts.min_excess_fraction,
                    "step_regex": opts.step_regex, "skip_steps": opts.skip_steps},
         "steps": {"count": len(accounts), "source": sources, "step_ns_p50": step_p50, "step_ns_p99": step_p99,
-                  "capture_only": any(c.kind == "graph_capture_only" for c in caveats),
-                  "per_rank_p50_ns": {str(r): v for r, v in sorted(rank_p50.items())},
-                  "slowest_rank": slowest,
-                  "straggler_ratio": (rank_p50[slowest] / _median(list(rank_p50.values()))) if slowest is not None
-                  and _median(list(rank_p50.values())) else None},
+                  "capture_only": any(c.kind == "graph_capture_only" for c in caveats), **_rank_spread(accounts)},
         "floor": floor_section,
         "fit": fit.section() if fit else None,
         "host_gaps": host_gaps,
@@ -176,6 +167,18 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         "caveats": [c.text for c in caveats] + (fit.caveats if fit else []) + store.warnings,
     }
     return Analysis(report, results, store, opts)
+
+
+def _rank_spread(accounts: list[StepAccount]) -> dict[str, Any]:
+    """Each rank's median step, the slowest rank and its ratio to the median of the ranks' medians."""
+    per_rank = defaultdict(list)
+    for a in accounts:
+        per_rank[a.rank].append(a.dur_ns)
+    rank_p50 = {r: _median(v) for r, v in per_rank.items()}
+    slowest = max(rank_p50, key=lambda r: rank_p50[r]) if rank_p50 else None
+    typical = _median(list(rank_p50.values()))
+    return {"per_rank_p50_ns": {str(r): v for r, v in sorted(rank_p50.items())}, "slowest_rank": slowest,
+            "straggler_ratio": rank_p50[slowest] / typical if slowest is not None and typical else None}
 
 
 def _kernel_time(results: list[DeviceAnalysis]) -> dict[str, list[tuple[str, int]]]:
