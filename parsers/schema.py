@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import duckdb
 
-STORE_SCHEMA_VERSION = 3  # 3: nsys exports store one rank per GPU process
+STORE_SCHEMA_VERSION = 3  # 3: nsys exports store one rank per GPU process; op_shapes
 
 TABLES: dict[str, str] = {
     # One row per input file.
