@@ -31,6 +31,7 @@ class Args(msgspec.Struct, gc=False):
     block: tuple[int, int, int] | None = None
     nbytes: int | None = msgspec.field(default=None, name="bytes")
     name: str | None = None  # process_name / thread_name metadata
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")  # record_shapes, raw JSON
 
 
 class Event(msgspec.Struct, gc=False):

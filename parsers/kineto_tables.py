@@ -12,12 +12,14 @@ from collections.abc import Sequence
 from operator import attrgetter
 
 import duckdb
+import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit.parsers.kernel_names import function_name
 from tracekit.parsers.kineto_events import (
+    CPU_OP,
     DRIVER,
     EMPTY_ARGS,
     GPU_KINDS,
@@ -62,6 +64,8 @@ _INSERT_SQL: dict[str, str] = {
         FROM _chunk WHERE {_READABLE}
     """,
 }
+# cpu ops whose input shapes are kept (op_shapes): attention, whose shapes state batch and sequence lengths.
+ATTENTION_OP_REGEX = r"(?i)attention|attn|flash|sdpa|scaled_dot_product"
 class TableWriter:
     """Appends one file's events to the store tables of ``con``; keeps the per-file facts it meets."""
 
@@ -71,6 +75,7 @@ class TableWriter:
         self.skipped = skipped  # the reader's per-category counts of what was not loaded
         self.hip_api = False
         self._short_names: dict[str, str] = {}
+        self._shapes: list[Event] = []  # attention cpu ops with input shapes, appended at flush
         self._queued: dict[tuple[tuple[str, ...], str], list[pa.Table]] = {}
 
     def gpu(self, events: Sequence[Event], codes: np.ndarray) -> None:
@@ -123,6 +128,9 @@ class TableWriter:
             "stream": pc.if_else(gpu_side, pc.coalesce(_ints(args, "stream"), tids), None),
         }
         self._insert(("ranges",), "range", events, columns)
+        attention = pc.and_(pa.array(codes == CPU_OP), pc.match_substring_regex(names, ATTENTION_OP_REGEX))
+        picked = (events[i] for i in np.flatnonzero(attention.to_numpy(zero_copy_only=False)).tolist())
+        self._shapes += [e for e in picked if e.args is not None and len(e.args.input_dims)]
 
     def _short(self, names: pa.StringArray) -> pa.Array:
         """Short names, each distinct name worked out once per file."""
@@ -144,6 +152,18 @@ class TableWriter:
         """Append every queued row (call once after the last chunk)."""
         for tables, destination in list(self._queued):
             self._flush(tables, destination)
+        if self._shapes:
+            start, _ = start_end_ns(_texts(self._shapes, "ts"), _texts(self._shapes, "dur"))
+            shapes = pa.table({"pid": _ints(self._shapes, "pid"), "tid": _ints(self._shapes, "tid"), "s": start,
+                               "name": _strings(self._shapes, "name"),
+                               "dims": [_compact(e.args.input_dims) for e in self._shapes]})
+            self.con.register("_shapes", shapes)
+            try:
+                self.con.execute("INSERT INTO op_shapes SELECT $rank, pid, tid, s + $base, name, dims FROM _shapes",
+                                 self.params)
+            finally:
+                self.con.unregister("_shapes")
+            self._shapes = []
 
     def _flush(self, tables: tuple[str, ...], destination: str) -> None:
         """One INSERT per table for the queued chunks; count rows dropped for unreadable times."""
@@ -159,6 +179,14 @@ class TableWriter:
     def _append(self, table: str) -> int:
         """The INSERT into ``table`` from the registered ``_chunk``; how many rows it added."""
         return self.con.execute(_INSERT_SQL[table], self.params).fetchone()[0]
+
+
+def _compact(raw: msgspec.Raw) -> str | None:
+    """A raw JSON value re-encoded without whitespace (None when it is not JSON)."""
+    try:
+        return msgspec.json.encode(msgspec.json.decode(raw)).decode()
+    except msgspec.DecodeError:
+        return None
 
 
 def _args(events: Sequence[Event]) -> list:

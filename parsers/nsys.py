@@ -23,6 +23,7 @@ import pyarrow as pa
 from tracekit.errors import InputError
 
 from .nsys_meta import KERNEL_TABLE, ExportInfo, inspect_export
+from .nsys_ranks import assign_process_ranks
 
 BATCH_ROWS = 65536  # rows per Arrow batch: also the window in which adbc infers column types
 PID = "(({g} >> 24) & 16777215)"  # the pid in a globalPid/globalTid (facts §2.10)
@@ -69,6 +70,7 @@ class _Loader:
         self.notes: list[tuple[str, int, str]] = []
         self.replaced = info.replaced_strings
         self.missing: list[str] = []
+        self.rank_source: str | None = None  # 'recorded' or 'process_order' when the file's rows carry ranks
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -174,8 +176,9 @@ class _Loader:
         self._threads()
         self._processes()
         self._devices()
+        local_ranks = self._process_ranks()
         self._notes()
-        self._trace_info()
+        self._trace_info(sorted(set(local_ranks.values())) or [None])
 
     def _strings(self) -> pa.Table:
         reader = self._stream("SELECT id, value FROM StringIds", "StringIds")
@@ -376,6 +379,13 @@ class _Loader:
                 rows,
             )
 
+    def _process_ranks(self) -> dict[int, int]:
+        """One rank per GPU process (``nsys_ranks``); notes how they were numbered."""
+        ranks, self.rank_source, note = assign_process_ranks(self.con, self.info.recorded_rank)
+        if note:
+            self.notes.append(note)
+        return ranks
+
     def _notes(self) -> None:
         """read_notes: kernels without their launch call, absent tables, replaced bytes."""
         row = self.con.execute(
@@ -396,25 +406,31 @@ class _Loader:
         if self.notes:
             self.con.executemany("INSERT INTO read_notes (kind, count, detail) VALUES (?, ?, ?)", self.notes)
 
-    def _trace_info(self) -> None:
-        """trace_info (span of GPU and API activity) and trace_meta (the export's key/values)."""
-        self._run(
-            """INSERT INTO trace_info (source_path, source_format, format_version, product_version,
-                   capture_command, start_ns, end_ns)
-               SELECT $path, 'nsys', $version, $product, $command, min(s), max(e) FROM (
-                   SELECT min(start_ns) AS s, max(end_ns) AS e FROM kernels
-                   UNION ALL SELECT min(start_ns), max(end_ns) FROM memops
-                   UNION ALL SELECT min(start_ns), max(end_ns) FROM api_calls)""",
-            {
-                "path": str(self.path), "version": self.info.format_version,
-                "product": self.info.product_version, "command": self.info.capture_command,
-            },
-        )  # fmt: skip
-        if self.info.meta:
-            meta = pa.table({"key": [k for k, _ in self.info.meta], "value": [v for _, v in self.info.meta]})
-            self._insert(
-                "INSERT INTO trace_meta (key, value) SELECT key, value FROM _nsys_meta", {"_nsys_meta": meta}
-            )
+    def _trace_info(self, ranks: list[int | None]) -> None:
+        """trace_info (span of GPU and API activity) and trace_meta (the export's key/values), one row set per
+        rank of the file (``ranks``: [None] for a file that names no rank)."""
+        meta = list(self.info.meta)
+        if self.rank_source:
+            meta.append(("rank_source", self.rank_source))
+        for rank in ranks:
+            own = "rank IS NOT DISTINCT FROM $rank" if rank is not None else "TRUE"
+            self._run(
+                f"""INSERT INTO trace_info (rank, source_path, source_format, format_version, product_version,
+                       capture_command, start_ns, end_ns)
+                   SELECT $rank, $path, 'nsys', $version, $product, $command, min(s), max(e) FROM (
+                       SELECT min(start_ns) AS s, max(end_ns) AS e FROM kernels WHERE {own}
+                       UNION ALL SELECT min(start_ns), max(end_ns) FROM memops WHERE {own}
+                       UNION ALL SELECT min(start_ns), max(end_ns) FROM api_calls WHERE {own})""",
+                {
+                    "rank": rank, "path": str(self.path), "version": self.info.format_version,
+                    "product": self.info.product_version, "command": self.info.capture_command,
+                },
+            )  # fmt: skip
+            if meta:
+                table = pa.table({"rank": pa.array([rank] * len(meta), pa.int32()), "key": [k for k, _ in meta],
+                                  "value": [v for _, v in meta]})
+                self._insert("INSERT INTO trace_meta (rank, key, value) SELECT rank, key, value FROM _nsys_meta",
+                             {"_nsys_meta": table})
 
 
 def _valid(value: bytes) -> bool:

@@ -48,6 +48,7 @@ class ExportInfo:
     capture_command: str | None = None
     gpus: list[GpuRow] | None = None  # None: TARGET_INFO_GPU absent
     process_names: dict[int, str] = field(default_factory=dict)  # decoded pid -> name
+    recorded_rank: int | None = None  # the launched process's RANK-like variable (torchrun, MPI, Slurm), if any
     replaced_strings: int = 0  # metadata values with invalid UTF-8, decoded with replacement
 
     def table(self, name: str) -> str | None:
@@ -158,6 +159,7 @@ def _read_meta(info: ExportInfo, db: sqlite3.Connection) -> None:
     info.format_version = meta.get("EXPORT_SCHEMA_VERSION", "pre-2.x")
     info.product_version = meta.get("EXPORT_PRODUCT_VERSION")
     info.capture_command = _capture_command(capture)
+    info.recorded_rank = _recorded_rank(info.meta)
 
 
 def _capture_command(capture: dict[str, str]) -> str | None:
@@ -170,6 +172,23 @@ def _capture_command(capture: dict[str, str]) -> str | None:
                 args.append(capture[f"PROCESS_{n}:ARGUMENT_{i}"])
                 i += 1
             return shlex.join([command, *args])
+    return None
+
+
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")  # first found wins, in this order
+
+
+def _recorded_rank(meta: list[tuple[str, str]]) -> int | None:
+    """The rank in the launched process's environment (META_DATA_CAPTURE PROCESS_n:ENVIRONMENT_VARIABLE
+    'RANK="3"'): set when nsys runs inside each rank (``torchrun ... nsys profile``, ``srun nsys profile``)."""
+    env: dict[str, str] = {}
+    for key, value in meta:
+        if key.endswith(":ENVIRONMENT_VARIABLE") and "=" in value:
+            name, _, text = value.partition("=")
+            env.setdefault(name.strip(), text.strip().strip('"'))
+    for name in RANK_VARIABLES:
+        if env.get(name, "").isdigit():
+            return int(env[name])
     return None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import duckdb
 
-STORE_SCHEMA_VERSION = 2
+STORE_SCHEMA_VERSION = 3  # 3: nsys exports store one rank per GPU process; op_shapes
 
 # Names the whole tool agrees on (readers, store views and analyses import them from here).
 PROFILER_STEP_REGEX = r"^ProfilerStep#(\d+)\n?$"  # torch.profiler's step annotation; group 1 is the step number
@@ -61,6 +61,9 @@ TABLES: dict[str, str] = {
         name VARCHAR, domain VARCHAR, source VARCHAR, style VARCHAR, end_tid BIGINT,
         device_id INTEGER, stream_id BIGINT
     """,
+    # Input shapes (Kineto ``Input Dims``, JSON text) of attention cpu ops: the batch, query and key lengths
+    # a trace states where no engine annotation does (tracekit.analysis.fit).
+    "op_shapes": "rank INTEGER, pid BIGINT, tid BIGINT, start_ns BIGINT, name VARCHAR, input_dims VARCHAR",
 }
 
 EVENT_TABLES = ("kernels", "memops", "api_calls", "ranges")

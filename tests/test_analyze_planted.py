@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from fixtures.scenarios import GapPlan, decode_capture
 from fixtures.synth import write_kineto, write_nsys
 from tracekit import floor
+from tracekit.analysis.options import REPORT_SCHEMA
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import load_rules
 from tracekit.budgets.configs import load_config
@@ -45,7 +46,7 @@ def close(got: int, want: int) -> bool:
 def test_planted_gaps_exposed_comm_and_slow_class_are_recovered(tmp_path: Path, fmt: str) -> None:
     spec, truth = decode_capture(budgets(), gaps=GAPS, exposed_dispatch_ns=400_000, slow_class="attn_core")
     code, report = analyze_json(write(spec, tmp_path, fmt), "--config", CONFIG, "--gate")
-    assert report["schema"] == "tracekit.report/v1"
+    assert report["schema"] == REPORT_SCHEMA
     assert report["steps"]["count"] == truth.steps
     assert close(report["steps"]["step_ns_p50"], truth.step_ns)
     for cause, ns in truth.gaps_by_cause_ns.items():

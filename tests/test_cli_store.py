@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tracekit.analysis.options import REPORT_SCHEMA
 from tracekit.cli import main
 
 SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "dsv32_ep16_decode.sqlite"
@@ -103,7 +104,7 @@ def test_report_written_with_out_replaces_atomically(tmp_path: Path) -> None:
     out.write_text("old")
     code, _, _ = run("analyze", str(SAMPLE), "--no-cache", "--config", "dsv32-ep16", "--format", "json",
                      "--out", str(out))
-    assert code == 0 and json.loads(out.read_text())["schema"] == "tracekit.report/v1"
+    assert code == 0 and json.loads(out.read_text())["schema"] == REPORT_SCHEMA
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
 
 

@@ -26,6 +26,7 @@ from click.testing import CliRunner
 from fixtures.scenarios import NAMES, GapPlan, decode_capture
 from fixtures.synth import write_kineto, write_nsys
 from tracekit.analysis.ncu import APP_PLACEHOLDER
+from tracekit.analysis.options import REPORT_SCHEMA
 from tracekit.budgets.configs import load_config
 from tracekit.cli import main
 from tracekit.report.analysis import report_document
@@ -161,7 +162,7 @@ def test_csv_parses_with_a_row_per_record(analysed: dict) -> None:
 
 def test_json_is_valid_and_ascii(analysed: dict) -> None:
     text = analysed["outputs"]["json"]
-    assert text.isascii() and json.loads(text)["schema"] == "tracekit.report/v1"
+    assert text.isascii() and json.loads(text)["schema"] == REPORT_SCHEMA
 
 
 def test_ncu_commands_parse_and_run_exactly_the_intended_argv(analysed: dict) -> None:

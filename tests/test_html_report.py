@@ -79,7 +79,7 @@ def test_page_is_self_contained(tmp_path: Path) -> None:
     assert not re.search(r"<(link|img|iframe|object|embed)\b|<script[^>]*\bsrc=|@import|url\(", page, re.I)
     assert page.count("<script") == page.count("</script>") == 2
     for heading in ("Verdict", "Floor reconciliation", "Step timeline", "Kernel classes against their budgets",
-                    "Walls of dsv32-ep16", "Nsight Compute targets"):
+                    "Walls of dsv32-ep16", "Deep-dive targets"):
         assert heading in page, heading
     assert page.index("Floor reconciliation") < page.index("Step timeline")
     assert 'class="copy" data-copy="ncu-0"' in page

@@ -75,9 +75,17 @@ def test_every_export_loads_all_rows(name: str) -> None:
     con = store(name)
     got = tuple(one(con, f"SELECT count(*) FROM {t}") for t in ("kernels", "api_calls", "ranges", "memops"))
     assert got == COUNTS[name]
-    assert one(con, "SELECT count(*) FROM trace_info") == 1
-    for table in schema.EVENT_TABLES:
-        assert one(con, f"SELECT count(*) FROM {table} WHERE rank IS NOT NULL") == 0
+    # One rank per GPU process: the two-process exports hold ranks 0 and 1 (numbered by CUDA device, as
+    # they record no rank); single-process ones leave the rank to the store.
+    ranks = 2 if name in (H100, MFU) else 1
+    assert one(con, "SELECT count(*) FROM trace_info") == ranks
+    for table in ("kernels", "memops"):
+        expected = [(0, 0), (1, 1)] if ranks == 2 else [(None, d) for (d,) in con.execute(
+            f"SELECT DISTINCT device_id FROM {table} ORDER BY 1").fetchall()]
+        assert con.execute(f"SELECT DISTINCT rank, device_id FROM {table} ORDER BY 1, 2").fetchall() == expected
+    if ranks == 1:
+        for table in schema.EVENT_TABLES:
+            assert one(con, f"SELECT count(*) FROM {table} WHERE rank IS NOT NULL") == 0
     # Every kernel has a name, a decoded pid that names a process, and a duration.
     assert one(con, "SELECT count(*) FROM kernels WHERE name IS NULL OR short_name IS NULL") == 0
     assert one(con, "SELECT count(*) FROM kernels WHERE dur_ns <> end_ns - start_ns OR dur_ns < 0") == 0
@@ -92,8 +100,8 @@ def test_every_export_loads_all_rows(name: str) -> None:
 )  # fmt: skip
 def test_trace_info(name: str, version: str, product: str | None) -> None:
     con = store(name)
-    row = con.execute(
-        "SELECT source_format, format_version, product_version, start_ns, end_ns FROM trace_info"
+    row = con.execute(  # one row per rank: together they span the whole capture
+        "SELECT source_format, format_version, product_version, min(start_ns), max(end_ns) FROM trace_info GROUP BY ALL"
     ).fetchall()[0]
     span = con.execute(
         """SELECT min(s), max(e) FROM (SELECT start_ns s, end_ns e FROM kernels UNION ALL
@@ -276,6 +284,7 @@ DDL = {
     "NVTX_EVENTS": """start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, text TEXT,
         globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER, domainId INTEGER""",
     "META_DATA_EXPORT": "name TEXT, value TEXT",
+    "META_DATA_CAPTURE": "name TEXT, value TEXT",
 }
 G = 1 << 48  # the VM bits of a Linux globalPid
 
@@ -330,7 +339,9 @@ def test_synthetic_export_round_trip(tmp_path: Path) -> None:
         (7, 7, "cudaLaunchKernel", "runtime"), (7, 7, "cudaLaunchKernel", "runtime"),
         (8, 9, "cuFoo", "driver"), (8, 9, "cuFoo", None),
     ]  # fmt: skip
-    assert notes(con) == {"unknown_api_event_class": 1, "missing_table": 1}
+    # Two processes ran kernels: two ranks (the export records none, so numbered by device, then pid).
+    assert notes(con) == {"unknown_api_event_class": 1, "missing_table": 1, "ranks_from_processes": 2}
+    assert con.execute("SELECT DISTINCT pid, rank FROM kernels ORDER BY 1").fetchall() == [(7, 0), (8, 1)]
     assert one(con, "SELECT format_version FROM trace_info") == "3.25.0"
     assert con.execute("SELECT pid, tid, name FROM threads ORDER BY 1, 2").fetchall() == [
         (7, 7, None), (8, 9, None)
@@ -488,3 +499,15 @@ def _one_rank(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
         if rows:
             single.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})", rows)
     return single
+
+
+def test_a_rank_in_the_launched_process_environment_names_the_export(tmp_path: Path) -> None:
+    """``torchrun ... nsys profile`` records each rank's RANK: a one-process export takes it as its rank."""
+    tables = {**BASE, "CUPTI_ACTIVITY_KIND_KERNEL": [kernel(100, 10, 1), kernel(200, 30, 2)],
+              "META_DATA_CAPTURE": [("PROCESS_0:COMMAND", "python3"),
+                                    ("PROCESS_0:ENVIRONMENT_VARIABLE", 'LOCAL_RANK="1"'),
+                                    ("PROCESS_0:ENVIRONMENT_VARIABLE", 'RANK="5"')]}
+    con = load(make_export(tmp_path / "r.sqlite", tables))
+    assert con.execute("SELECT DISTINCT rank FROM kernels").fetchall() == [(5,)]
+    assert con.execute("SELECT rank FROM trace_info").fetchall() == [(5,)]
+    assert "ranks_from_processes" not in notes(con)

@@ -1,7 +1,7 @@
 """End to end over every real trace in ../shared/traces: `tracekit analyze` answers or refuses clearly.
 
 Negative traces with no GPU activity (HTA's CPU-only and rank-less fixtures) must exit 2 with one line
-naming the file; every other trace must produce a tracekit.report/v1 verdict, and the two MI300X decode
+naming the file; every other trace must produce a report verdict, and the two MI300X decode
 traces, with the configs that describe them, must sit above their floor.
 """
 
@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from tracekit.analysis.options import REPORT_SCHEMA
 from tracekit.cli import main
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
@@ -79,7 +80,7 @@ def test_trace_analyses_or_fails_clearly(path: Path, cache_dir: Path) -> None:
         return
     assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
     report = json.loads(result.stdout)
-    assert report["schema"] == "tracekit.report/v1"
+    assert report["schema"] == REPORT_SCHEMA
     assert report["verdict"] in VERDICTS
     if report["verdict"] == "inconclusive":
         assert report["reasons"], "an inconclusive verdict must say why"

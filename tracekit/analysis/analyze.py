@@ -1,11 +1,10 @@
 """`tracekit analyze`: steps, the three questions, floor reconciliation, verdict and ncu targets.
 
-The result is the ``tracekit.report/v1`` document (see docs/report-schema.md); renderers only format it.
+The result is the ``tracekit.report/v2`` document (see docs/report-schema.md); renderers only format it.
 """
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,9 +14,11 @@ import numpy as np
 
 from tracekit import floor
 from tracekit.analysis.accounting import StepAccount
-from tracekit.analysis.caveats import capture_caveats
+from tracekit.analysis.caveats import BLOCKING_CAVEATS, capture_caveats, first_step_waits
 from tracekit.analysis.detail import Detail, DetailReader
 from tracekit.analysis.device import DeviceAnalysis, analyze_device, step_marker
+from tracekit.analysis.fit import Fit
+from tracekit.analysis.fit import assess as assess_fit
 from tracekit.analysis.gaps import CAUSES
 from tracekit.analysis.ncu import ncu_targets
 from tracekit.analysis.ops import Vocabulary, prepare
@@ -45,12 +46,15 @@ def _top_gaps(results: list[DeviceAnalysis], limit: int) -> list[dict[str, Any]]
     return sorted(findings, key=lambda g: -g["total_ns"])[:limit]
 
 
-def _floor_section(opts: AnalyzeOptions,
-                   step_p50: int) -> tuple[dict[str, Any] | None, Any, floor.Placement | None, dict[str, Any]]:
-    """Floor section, floor result, placement of the step p50 and the effective config (None without --config)."""
+def _floor_section(con: duckdb.DuckDBPyConnection, opts: AnalyzeOptions, step_p50: int
+                   ) -> tuple[dict[str, Any] | None, Any, floor.Placement | None, dict[str, Any], Fit | None]:
+    """Floor section, floor result, placement of the step p50, the effective config (None without --config) and
+    the config's fit to the capture (its GPU and operating point; the floor takes batch and context from the
+    trace where it says them)."""
     if not opts.config:
-        return None, None, None, {}
-    cfg = load_config(opts.config, opts.overrides)
+        return None, None, None, {}, None
+    fit = assess_fit(con, load_config(opts.config, opts.overrides), opts.overrides)
+    cfg = load_config(opts.config, {**fit.overrides, **opts.overrides})
     result = floor.compute_floor(cfg)
     placement = floor.place_measured(result, step_p50, opts.threshold) if step_p50 > 0 else None
     section = {
@@ -61,15 +65,7 @@ def _floor_section(opts: AnalyzeOptions,
         "residual_ratio": placement.residual_ratio if placement else None,
         "position": placement.position if placement else None,
     }
-    return section, result, placement, cfg.settings()
-
-
-def _hardware_mismatch(con: duckdb.DuckDBPyConnection, hardware_key: str) -> str | None:
-    """The capture's GPU names that are not the config's hardware (matched as a whole word of the name,
-    so an H200 is not taken for an H20); None when they match or the capture names no GPU."""
-    names = [r[0] for r in con.execute("SELECT DISTINCT name FROM devices WHERE coalesce(name, '') <> ''").fetchall()]
-    other = sorted(n for n in names if hardware_key.lower() not in re.split(r"[^a-z0-9]+", n.lower()))
-    return ", ".join(other) if other else None
+    return section, result, placement, cfg.settings(), fit
 
 
 @dataclass
@@ -121,6 +117,7 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     rules = load_rules()
     con = store.con
     caveats = capture_caveats(con)
+    caveats += first_step_waits(results, caveats, opts.skip_steps)
     accounts = [a for r in results for a in r.accounts]
     step_ns = [a.dur_ns for a in accounts]
     step_p50, step_p99 = _median(step_ns), _p(step_ns, 99)
@@ -146,43 +143,48 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
                           for c in collectives},
     }
     # Floor and question 3: classes against budgets.
-    floor_section, floor_result, placement, effective = _floor_section(opts, step_p50)
+    floor_section, floor_result, placement, effective, fit = _floor_section(con, opts, step_p50)
     budgets = class_budgets(floor_result.parts, rules) if floor_result is not None else {}
     classes = _classes(accounts, results, rules.communication, budgets, opts, step_p50)
 
-    mismatch = _hardware_mismatch(con, floor_section["hardware"]) if floor_section else None
     verdict, reasons = decide(Evidence(
-        blocking=[c.text for c in caveats if c.kind == "graph_whole"],
+        blocking=[c.text for c in caveats if c.kind in BLOCKING_CAVEATS],
         whole_capture=any(r.source.kind == "whole_capture" for r in results), step_p50=step_p50 if results else 0,
-        floor=floor_section, placement=placement, hardware_mismatch=mismatch, host_gaps=host_gaps,
+        floor=floor_section, placement=placement, fit_reasons=fit.reasons if fit else [], host_gaps=host_gaps,
         exposed_comm=exposed_comm, classes=classes), opts)
     targets = ncu_targets(con, results, classes, opts.max_targets) if verdict == "kernel" else []
-    per_rank = defaultdict(list)
-    for a in accounts:
-        per_rank[a.rank].append(a.dur_ns)
-    rank_p50 = {r: _median(v) for r, v in per_rank.items()}
-    slowest = max(rank_p50, key=lambda r: rank_p50[r]) if rank_p50 else None
     report = {
         "schema": REPORT_SCHEMA,
-        "inputs": [{"rank": f.rank, "path": str(f.source), "format": f.fmt} for f in store.files],
+        "inputs": [{"rank": f.rank, "ranks": list(f.ranks), "path": str(f.source), "format": f.fmt}
+                   for f in store.files],
         "config": {"name": opts.config, "overrides": opts.overrides, "effective": effective,
                    "threshold": opts.threshold, "min_excess_fraction": opts.min_excess_fraction,
                    "step_regex": opts.step_regex, "skip_steps": opts.skip_steps},
         "steps": {"count": len(accounts), "source": sources, "step_ns_p50": step_p50, "step_ns_p99": step_p99,
-                  "per_rank_p50_ns": {str(r): v for r, v in sorted(rank_p50.items())},
-                  "slowest_rank": slowest,
-                  "straggler_ratio": (rank_p50[slowest] / _median(list(rank_p50.values()))) if slowest is not None
-                  and _median(list(rank_p50.values())) else None},
+                  "capture_only": any(c.kind == "graph_capture_only" for c in caveats), **_rank_spread(accounts)},
         "floor": floor_section,
+        "fit": fit.section() if fit else None,
         "host_gaps": host_gaps,
         "exposed_comm": exposed_comm,
         "classes": classes,
         "ncu_targets": targets,
         "verdict": verdict,
         "reasons": reasons,
-        "caveats": [c.text for c in caveats] + store.warnings,
+        "caveats": [c.text for c in caveats] + (fit.caveats if fit else []) + store.warnings,
     }
     return Analysis(report, results, store, opts)
+
+
+def _rank_spread(accounts: list[StepAccount]) -> dict[str, Any]:
+    """Each rank's median step, the slowest rank and its ratio to the median of the ranks' medians."""
+    per_rank = defaultdict(list)
+    for a in accounts:
+        per_rank[a.rank].append(a.dur_ns)
+    rank_p50 = {r: _median(v) for r, v in per_rank.items()}
+    slowest = max(rank_p50, key=lambda r: rank_p50[r]) if rank_p50 else None
+    typical = _median(list(rank_p50.values()))
+    return {"per_rank_p50_ns": {str(r): v for r, v in sorted(rank_p50.items())}, "slowest_rank": slowest,
+            "straggler_ratio": rank_p50[slowest] / typical if slowest is not None and typical else None}
 
 
 def _kernel_time(results: list[DeviceAnalysis]) -> dict[str, list[tuple[str, int]]]:

@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 
+from tracekit.analysis.steps import ENGINE_STEP_REGEX
+
+#: Kernel launch calls (runtime and driver, CUDA and HIP); graph launches are not kernel launches.
+KERNEL_LAUNCH_REGEX = (r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|ModuleLaunchKernel|"
+                       r"ExtModuleLaunchKernel|ExtLaunchKernel|HccModuleLaunchKernel)(_v\d+)?$|"
+                       r"^cuLaunch(Kernel|KernelEx|CooperativeKernel)(_ptsz)?$")
+STREAM_CAPTURE_REGEX = r"^(cuda|hip|cu)StreamBeginCapture"
+#: Caveats that leave nothing to judge: the verdict is inconclusive with their text as the reason.
+BLOCKING_CAVEATS = frozenset({"graph_whole", "graph_capture_only", "only_step_waits"})
+FIRST_STEP_WAIT_SHARE = 0.5  # a first step waiting this share of its time on unseen work is not measured
+#: Host process names of serving engines, whose traces come from the engine's profiler endpoint.
+ENGINE_PROCESS_REGEX = r"^(VLLM::|sglang::|TRTLLM|trtllm)"
+
+
 # Reader notes that do not limit an analysis (still listed by `tracekit info` under "read notes").
-INFORMATIONAL_NOTES = frozenset({"backtrace_duplicates", "invalid_utf8", "no_rank"})
+INFORMATIONAL_NOTES = frozenset({"backtrace_duplicates", "invalid_utf8", "no_rank", "ranks_from_processes"})
 # Kineto categories that carry nothing an analysis reads: flow arrows and instant markers.
 EXPECTED_SKIPS = frozenset({"ac2g", "async", "async_cpu_to_gpu", "fwdbwd", "Trace", "cpu_instant_event",
                             "(no category, ph i)"})
@@ -20,7 +36,6 @@ class Caveat:
     kind: str
     rank: int
     text: str
-
 
 
 def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
@@ -56,20 +71,12 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
     for rank, n in unmatched:
         caveats.append(Caveat("unmatched_launch", rank, f"rank {rank}: {n} kernels without their launch call in "
                               "the capture (launched before it began, or API tracing off)"))
-    late = con.execute("""
-        SELECT rank, 'ProfilerStep#' || min(step) FROM profiler_steps GROUP BY rank HAVING min(step) > 0 ORDER BY rank
-    """).fetchall()
-    late += con.execute("""
-        SELECT rank, 'a ' || coalesce(nullif(trigger, 'Immediate'), 'delayed') || ' start' FROM (
-            SELECT rank, max(value) FILTER (WHERE key = 'START_TRIGGER') AS trigger,
-                   max(TRY_CAST(value AS BIGINT)) FILTER (WHERE key = 'START_DELAY_MS') AS delay_ms
-            FROM trace_meta GROUP BY rank)
-        WHERE coalesce(trigger, 'Immediate') <> 'Immediate' OR coalesce(delay_ms, 0) > 0 ORDER BY rank
-    """).fetchall()
-    for rank, start in late:
+    caveats += _capture_only(con)
+    for rank, start in _late_starts(con):
         caveats.append(Caveat("late_start", rank, f"rank {rank}: the capture starts at {start}: kernels launched "
-                              "before it are not in the trace, so an ncu --launch-skip counts from the capture's "
-                              "first launch (profile from process start for exact skips)"))
+                              "before it are not in the trace, so a launch index (ncu --launch-skip, rocprofv3 "
+                              "--kernel-iteration-range) counts from the capture's first launch (profile from process "
+                              "start for exact indices)"))
     for rank, kind, count, detail in con.execute(
         "SELECT rank, kind, count, detail FROM read_notes ORDER BY rank, kind, detail"
     ).fetchall():
@@ -80,3 +87,77 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
         caveats.append(Caveat(kind, rank, f"rank {rank}: {kind}: {count} ({detail})" if detail
                               else f"rank {rank}: {kind}: {count}"))
     return caveats
+
+
+def _capture_only(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
+    """Graph-capture traces: stream capture calls, and more kernel launches captured into a graph (a launch
+    call with no kernel) than kernels executed. Such a trace holds no step to judge or compare."""
+    rows = con.execute("""
+        WITH launches AS (
+            SELECT a.rank, count(*) AS n, count(*) FILTER (WHERE k.correlation_id IS NULL) AS captured
+            FROM api_calls a
+            LEFT JOIN (SELECT DISTINCT rank, pid, correlation_id FROM kernels) k
+              ON k.rank = a.rank AND k.pid = a.pid AND k.correlation_id = a.correlation_id
+            WHERE NOT a.is_duplicate AND regexp_matches(a.name, $launch) GROUP BY a.rank),
+        captures AS (SELECT rank, count(*) AS n FROM api_calls
+                     WHERE NOT is_duplicate AND regexp_matches(name, $capture) GROUP BY rank),
+        executed AS (SELECT rank, count(*) AS n FROM kernels GROUP BY rank)
+        SELECT c.rank, c.n, l.captured, coalesce(e.n, 0) FROM captures c JOIN launches l USING (rank)
+        LEFT JOIN executed e USING (rank)
+        WHERE l.captured > coalesce(e.n, 0) ORDER BY c.rank
+    """, {"launch": KERNEL_LAUNCH_REGEX, "capture": STREAM_CAPTURE_REGEX}).fetchall()
+    return [Caveat("graph_capture_only", rank,
+                   f"rank {rank}: a graph-capture trace: {captured} kernel launches were captured into CUDA/HIP "
+                   f"graphs ({captures} stream capture{'s' if captures != 1 else ''}) and only {executed} kernels ran; "
+                   "it holds no step to judge or compare: profile the graph replays (the serving loop), not "
+                   "their capture")
+            for rank, captures, captured, executed in rows]
+
+
+def _late_starts(con: duckdb.DuckDBPyConnection) -> list[tuple[int, str]]:
+    """(rank, where the capture starts) for captures that did not start with the process: a ProfilerStep
+    beyond #0, an nsys trigger or delay, a serving engine's profiler (its step annotations or process
+    name), or graphs launched that were never instantiated in the capture. First reason per rank."""
+    probes = [("""
+        SELECT rank, 'ProfilerStep#' || min(step) FROM profiler_steps GROUP BY rank HAVING min(step) > 0""", {}), ("""
+        SELECT rank, 'a ' || coalesce(nullif(trigger, 'Immediate'), 'delayed') || ' start' FROM (
+            SELECT rank, max(value) FILTER (WHERE key = 'START_TRIGGER') AS trigger,
+                   max(TRY_CAST(value AS BIGINT)) FILTER (WHERE key = 'START_DELAY_MS') AS delay_ms
+            FROM trace_meta GROUP BY rank)
+        WHERE coalesce(trigger, 'Immediate') <> 'Immediate' OR coalesce(delay_ms, 0) > 0""", {}), ("""
+        SELECT DISTINCT rank, 'a serving engine''s profiler start (its step annotations)' FROM ranges
+        WHERE source IN ('nvtx', 'user_annotation') AND regexp_matches(name, $engine)""",
+        {"engine": ENGINE_STEP_REGEX}), ("""
+        SELECT DISTINCT rank, 'a serving engine''s profiler start (process ' || name || ')' FROM processes
+        WHERE regexp_matches(name, $engine)""", {"engine": ENGINE_PROCESS_REGEX}), ("""
+        SELECT rank, 'a point after its CUDA/HIP graphs were built (launched, never instantiated here)'
+        FROM launches GROUP BY rank
+        HAVING count(*) FILTER (WHERE is_graph_launch) > 0
+           AND count(*) FILTER (WHERE contains(name, 'GraphInstantiate')) = 0""", {})]
+    first: dict[int, str] = {}
+    for sql, params in probes:
+        for rank, where in con.execute(sql, params).fetchall():
+            first.setdefault(rank, where)
+    return sorted(first.items())
+
+
+def first_step_waits(results: Sequence[Any], caveats: list[Caveat], skip_steps: int) -> list[Caveat]:
+    """A capture that starts mid-run (late_start) can open with a wait on GPU work launched before it began,
+    work the trace does not hold: a first step that spends most of its time in dependency waits is then not
+    a measurement. Its device's only step: blocking (``only_step_waits``); else a caveat to skip it."""
+    late = {c.rank for c in caveats if c.kind == "late_start"}
+    out = []
+    for res in results:
+        if skip_steps or res.rank not in late or not res.accounts:
+            continue
+        wait, dur = res.causes[0].get("dependency", 0), res.accounts[0].dur_ns
+        if dur <= 0 or wait < FIRST_STEP_WAIT_SHARE * dur:
+            continue
+        head = (f"rank {res.rank} device {res.device_id}: the capture's first step waits {wait} ns of its {dur} ns "
+                "on GPU work the trace does not hold (launched before the capture began)")
+        if len(res.accounts) == 1:
+            out.append(Caveat("only_step_waits", res.rank, f"{head}; it is the only step, so no step is measured: "
+                              "capture several steps and give --skip-steps 1"))
+        else:
+            out.append(Caveat("first_step_wait", res.rank, f"{head}: give --skip-steps 1"))
+    return out

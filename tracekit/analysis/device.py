@@ -21,7 +21,7 @@ from tracekit.analysis.accounting import StepAccount, account_step
 from tracekit.analysis.gaps import HostActivity, attribute_gaps, gap_context
 from tracekit.analysis.ops import DeviceOps, Vocabulary, launch_skips, load_ops
 from tracekit.analysis.steps import (
-    PROFILER_STEP_REGEX,
+    STEP_MARKER_REGEX,
     DeviceExtent,
     StepSource,
     StepWindow,
@@ -48,7 +48,8 @@ class DeviceAnalysis:
     accounts: list[StepAccount]  # summaries, in step order
     causes: list[dict[str, int]]  # gap ns by cause, per step
     kernel_ns: dict[tuple[str, str], int]  # (class, name): time of its ops in the analysed steps
-    median_launches: dict[tuple[str, str], tuple[int, bool]]  # (class, name): (ncu launch skip, in graph)
+    # (class, name): (ncu launch skip, earlier launches of that very name (rocprofv3), in graph)
+    median_launches: dict[tuple[str, str], tuple[int, int, bool]]
     top_gaps: list[dict[str, Any]]  # this device's costliest gap findings, costliest first
 
     @property
@@ -62,7 +63,7 @@ class DeviceAnalysis:
 
 def step_marker(opts: AnalyzeOptions) -> str:
     """The regex of the ranges that mark steps (they do not count as busy host time)."""
-    return opts.step_regex or PROFILER_STEP_REGEX
+    return opts.step_regex or STEP_MARKER_REGEX
 
 
 def _device_classes(con: duckdb.DuckDBPyConnection, rank: int, device_id: int) -> tuple[str, ...]:
@@ -133,9 +134,10 @@ class _GapGroups:
 
 
 def _median_launches(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int,
-                     accounts: list[StepAccount]) -> dict[tuple[str, str], tuple[int, bool]]:
+                     accounts: list[StepAccount]) -> dict[tuple[str, str], tuple[int, int, bool]]:
     """Per (class, kernel name) in the device's median step: its first launch there, as ncu's launch skip
-    (earlier launches of that name in the process) and whether it ran in a graph."""
+    (earlier launches of that function name in the process), the earlier launches of that very name
+    (rocprofv3's count) and whether it ran in a graph."""
     if not accounts:
         return {}
     w = sorted(accounts, key=lambda a: a.dur_ns)[len(accounts) // 2].window
@@ -145,8 +147,9 @@ def _median_launches(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: in
     for i in inside.tolist():
         first.setdefault((str(ops.cls[i]), str(ops.name[i])), i)
     picked = np.array(list(first.values()), dtype=np.int64)
-    skips = launch_skips(con, ops, picked)
-    return {key: (int(s), bool(ops.in_graph[i])) for (key, i), s in zip(first.items(), skips.tolist(), strict=True)}
+    by_fn, by_name = launch_skips(con, ops, picked)
+    return {key: (int(f), int(n), bool(ops.in_graph[i]))
+            for (key, i), f, n in zip(first.items(), by_fn.tolist(), by_name.tolist(), strict=True)}
 
 
 def analyze_device(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int,

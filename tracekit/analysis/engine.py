@@ -55,7 +55,7 @@ def report_key(store: Store, opts: AnalyzeOptions) -> str:
     config_digest = (hashlib.sha256(config_file.read_bytes()).hexdigest()
                      if config_file is not None and config_file.is_file() else None)
     identity = {
-        "files": [[str(f.source), f.db.name, f.rank] for f in store.files],
+        "files": [[str(f.source), f.db.name, list(f.ranks)] for f in store.files],
         "warnings": store.warnings,
         "options": dataclasses.asdict(opts),
         "config_file": config_digest,
@@ -81,9 +81,9 @@ def cached_report(store: Store, opts: AnalyzeOptions) -> dict[str, Any]:
     return report
 
 
-def _rank_task(path: Path, rank: int, cache_dir: Path, opts: AnalyzeOptions) -> list[DeviceAnalysis]:
-    """One Dask task: a rank's file (already ingested) opened alone under its rank; its per-rank analysis."""
-    with open_store([path], cache_dir=cache_dir, ranks=[rank]) as store:
+def _rank_task(path: Path, ranks: tuple[int, ...], cache_dir: Path, opts: AnalyzeOptions) -> list[DeviceAnalysis]:
+    """One Dask task: a file (already ingested) opened alone under its ranks; its per-rank analysis."""
+    with open_store([path], cache_dir=cache_dir, ranks=[ranks]) as store:
         return analyze_devices(store, opts)
 
 
@@ -115,7 +115,7 @@ def analyze_dask(inputs: Inputs, opts: AnalyzeOptions, scheduler: str | None = N
             # Every file is now in the cache: opening the set here only attaches the stores and assigns ranks.
             shared = dataclasses.replace(inputs, cache_dir=cache_dir, use_cache=True, jobs=1, quiet=True)
             with shared.open() as store:
-                ranks = [f.rank for f in store.files]
+                ranks = [f.ranks for f in store.files]
                 parts = client.gather(client.map(_rank_task, files, ranks, cache_dir=cache_dir, opts=opts,
                                                  pure=False))
                 results = sorted((d for devices in parts for d in devices), key=lambda r: (r.rank, r.device_id))

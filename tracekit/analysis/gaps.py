@@ -2,8 +2,12 @@
 
 For a gap that ends when operation X starts, with X's launch call [Ls, Le) on host thread T:
 - ``dependency``: after Le, X was launched but waited (on another stream, an event, a peer);
-- ``launch``: inside [Ls, Le), or before Ls while T was busy in other API calls or host ranges
-  (the host could not issue work fast enough);
+- ``launch_call``: inside [Ls, Le), the launch API call itself (driver/runtime launch cost); when that
+  call is a blocking one (a synchronous copy), the time inside it is waiting and counts as ``sync``;
+- ``host_code``: before Ls while T was busy in other API calls or host ranges: framework and Python
+  code between launches (the host could not issue work fast enough). Until report v2 these two were
+  one cause, ``launch``; they have different fixes (fewer or cheaper launches, e.g. CUDA graphs, versus
+  less host work per launch, e.g. torch.compile or a faster scheduler);
 - ``sync``: before Ls while a thread of X's process sat in a synchronising call;
 - ``host_idle``: before Ls with no traced host activity on T.
 Without X's launch call (outside the capture), host state is read from all threads of the process and
@@ -18,14 +22,9 @@ import duckdb
 import numpy as np
 
 from tracekit import intervals as iv
-from tracekit.analysis.ops import DeviceOps
+from tracekit.analysis.ops import SYNC_API_REGEX, DeviceOps
 
-CAUSES = ("launch", "sync", "dependency", "host_idle")
-SYNC_API_REGEX = (
-    r"^(cuda|hip)(Device|Stream|Event|Ctx)Synchroni[sz]e|^cu(Ctx|Stream|Event)Synchronize|"
-    r"^(cuda|hip)Memcpy(2D|3D|ToSymbol|FromSymbol)?(_v\d+)?$|^cuMemcpy[DH]to[DH](_v\d+)?$|"
-    r"^(Stream|Event|Context) Sync$"
-)
+CAUSES = ("launch_call", "host_code", "sync", "dependency", "host_idle")
 
 
 @dataclass
@@ -98,7 +97,11 @@ def gap_causes(gaps: iv.Intervals, ops: DeviceOps, host: HostActivity) -> tuple[
     tid = np.where(has_next, ops.launch_tid[safe], -1)
     known = ls >= 0
     per_gap[:, col["dependency"]] = np.where(known, np.maximum(g1 - np.maximum(g0, le), 0), 0)
-    per_gap[:, col["launch"]] = np.where(known, np.maximum(np.minimum(g1, le) - np.maximum(g0, ls), 0), 0)
+    in_call = np.where(known, np.maximum(np.minimum(g1, le) - np.maximum(g0, ls), 0), 0)
+    # Inside X's own call: launching, unless that call is a blocking copy, which waits (sync).
+    blocking = np.zeros(n, dtype=bool) if ops.launch_sync is None else (has_next & ops.launch_sync[safe])
+    per_gap[:, col["launch_call"]] = np.where(blocking, 0, in_call)
+    per_gap[:, col["sync"]] = np.where(blocking, in_call, 0)
     pre_hi = np.maximum(np.where(known, np.minimum(g1, ls), g1), g0)
     # Before the launch call: read the host state of the launching thread (or the whole process).
     for p in np.unique(pid):
@@ -110,8 +113,8 @@ def gap_causes(gaps: iv.Intervals, ops: DeviceOps, host: HostActivity) -> tuple[
             occupied = iv.union(np.concatenate((sync.starts, busy.starts)), np.concatenate((sync.ends, busy.ends)))
             in_sync = iv.overlap_per_interval(g0[sel], pre_hi[sel], sync)
             in_occupied = iv.overlap_per_interval(g0[sel], pre_hi[sel], occupied)
-            per_gap[sel, col["sync"]] = in_sync
-            per_gap[sel, col["launch"]] += in_occupied - in_sync
+            per_gap[sel, col["sync"]] += in_sync
+            per_gap[sel, col["host_code"]] = in_occupied - in_sync
             per_gap[sel, col["host_idle"]] = (pre_hi[sel] - g0[sel]) - in_occupied
     return per_gap, j
 

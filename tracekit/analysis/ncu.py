@@ -1,4 +1,6 @@
-"""Nsight Compute targets: the kernels of over-budget classes, each with a ready-to-run ``ncu`` command.
+"""Deep-dive targets: the kernels of over-budget classes, each with a ready-to-run command for the trace's
+vendor: ``ncu`` for NVIDIA kernels, ``rocprofv3`` for AMD (HIP) ones (``tracekit.analysis.rocprof``); never an
+ncu command for a HIP kernel. docs/deep-dive.md says how each selects one launch.
 
 The kernel is selected by its function name (``--kernel-name-base function``, an anchored and escaped
 ``regex:``) and ``--launch-skip`` is the number of earlier launches of kernels with that function name in
@@ -17,6 +19,8 @@ import shlex
 from typing import Any
 
 import duckdb
+
+from tracekit.analysis.rocprof import rocprof_command
 
 APP_PLACEHOLDER = "<your application command>"
 
@@ -71,24 +75,34 @@ def _safe_file_stem(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:48].strip("_") or "kernel"
 
 
+def amd_ranks(con: duckdb.DuckDBPyConnection) -> set[int]:
+    """Ranks whose kernels ran on AMD GPUs: an AMD device, or HIP calls launching them."""
+    return {int(r[0]) for r in con.execute("""
+        SELECT DISTINCT rank FROM devices WHERE lower(vendor) = 'amd'
+        UNION SELECT DISTINCT rank FROM api_calls WHERE starts_with(name, 'hip')
+    """).fetchall()}
+
+
 def ncu_targets(con: duckdb.DuckDBPyConnection, results: list[Any], classes: list[dict[str, Any]],
                 limit: int) -> list[dict[str, Any]]:
-    """Kernels of over-budget classes ranked by their share of the class's excess time."""
+    """Kernels of over-budget classes ranked by their share of the class's excess time, each with the command
+    of its vendor's profiler (``tool``: 'ncu' or 'rocprofv3')."""
     over = {c["name"]: c for c in classes if c["over_budget"]}
     if not over:
         return []
     app = capture_command(con)
+    amd_ranks_ = amd_ranks(con)
     # Per kernel name: total time in analysed steps, and one representative launch (the first device's
     # median step's, each device's reduced in tracekit.analysis.device).
     time_by_kernel: dict[tuple[str, str], int] = {}
-    instance: dict[tuple[str, str], tuple[int, bool]] = {}
+    instance: dict[tuple[str, str], tuple[int, tuple[int, int, bool]]] = {}
     for res in results:
         for key, ns in res.kernel_ns.items():
             if key[0] in over:
                 time_by_kernel[key] = time_by_kernel.get(key, 0) + ns
         for key, launch in res.median_launches.items():
             if key[0] in over:
-                instance.setdefault(key, launch)
+                instance.setdefault(key, (res.rank, launch))
     class_total: dict[str, int] = {}
     for (cls, _), t in time_by_kernel.items():
         class_total[cls] = class_total.get(cls, 0) + t
@@ -97,9 +111,10 @@ def ncu_targets(con: duckdb.DuckDBPyConnection, results: list[Any], classes: lis
         if (cls, name) not in instance:
             continue
         excess = int(over[cls]["excess_ns"] * t / class_total[cls]) if class_total[cls] else 0
-        skip, in_graph = instance[(cls, name)]
-        targets.append({"kernel": name, "class": cls, "excess_ns": excess, "launch_skip": skip,
-                        "in_graph": in_graph})
+        rank, (fn_skip, name_skip, in_graph) = instance[(cls, name)]
+        amd = rank in amd_ranks_
+        targets.append({"kernel": name, "class": cls, "excess_ns": excess, "tool": "rocprofv3" if amd else "ncu",
+                        "launch_skip": name_skip if amd else fn_skip, "in_graph": in_graph})
     targets.sort(key=lambda t: -t["excess_ns"])
     targets = targets[:limit]
     function_of = dict(con.execute("SELECT name, fn FROM op_names WHERE NOT is_memop AND name IN (SELECT unnest($n))",
@@ -107,5 +122,9 @@ def ncu_targets(con: duckdb.DuckDBPyConnection, results: list[Any], classes: lis
     for i, t in enumerate(targets):
         out_name = f"tracekit_{i + 1}_{_safe_file_stem(t['class'])}"
         t["function"] = function_of[t["kernel"]]
-        t["command"] = ncu_command(t["function"], t["launch_skip"], out_name, t["in_graph"], app)
+        if t["tool"] == "ncu":
+            t["command"] = ncu_command(t["function"], t["launch_skip"], out_name, t["in_graph"], app)
+        else:
+            t["command"] = rocprof_command(t["kernel"], t["launch_skip"], out_name,
+                                           app or shlex.quote(APP_PLACEHOLDER))
     return targets

@@ -19,6 +19,14 @@ import pyarrow as pa
 
 from tracekit.budgets.classify import ClassRules, register_classes
 
+# Host calls that wait for the device (a gap inside one is waiting, not launching). Defined here, beside the
+# launch lookup that flags them, and used by the gap causes (tracekit.analysis.gaps).
+SYNC_API_REGEX = (
+    r"^(cuda|hip)(Device|Stream|Event|Ctx)Synchroni[sz]e|^cu(Ctx|Stream|Event)Synchronize|"
+    r"^(cuda|hip)Memcpy(2D|3D|ToSymbol|FromSymbol|WithStream)?(_v\d+)?$|^cuMemcpy[DH]to[DH](_v\d+)?$|"
+    r"^(Stream|Event|Context) Sync$"
+)
+
 ORDER = "start_ns, end_ns, stream_id, code, pid, launch_start_ns, launch_end_ns, launch_tid, in_graph"
 
 
@@ -42,6 +50,7 @@ class DeviceOps:
     class_names: np.ndarray  # object array of the distinct class names
     name_code: np.ndarray  # int32 per op: index into names (name == names[name_code])
     names: np.ndarray  # object array of the distinct op names
+    launch_sync: np.ndarray | None = None  # bool: the launch call is itself synchronising (a blocking copy)
 
     def __len__(self) -> int:
         return int(self.start_ns.size)
@@ -118,10 +127,11 @@ def ops_sql(where: str = "TRUE") -> str:
         ),
         l AS (  -- a grouped arg_min, cheaper than a window sort
             SELECT pid, correlation_id, first_call.tid AS tid, first_call.start_ns AS start_ns,
-                   first_call.end_ns AS end_ns, first_call.graph AS is_graph_launch
+                   first_call.end_ns AS end_ns, first_call.graph AS is_graph_launch, first_call.sync AS is_sync
             FROM (SELECT pid, correlation_id,
                          arg_min({{'tid': tid, 'start_ns': start_ns, 'end_ns': end_ns,
-                                  'graph': is_graph_launch}}, start_ns) AS first_call
+                                  'graph': is_graph_launch,
+                                  'sync': regexp_matches(name, '{SYNC_API_REGEX}')}}, start_ns) AS first_call
                   FROM launches WHERE rank = $rank
                     AND correlation_id IN (SELECT correlation_id FROM k)
                   GROUP BY pid, correlation_id)
@@ -130,7 +140,8 @@ def ops_sql(where: str = "TRUE") -> str:
                coalesce(k.pid, -1) AS pid,
                coalesce(l.tid, -1) AS launch_tid, coalesce(l.start_ns, -1) AS launch_start_ns,
                coalesce(l.end_ns, -1) AS launch_end_ns,
-               (k.node_traced OR coalesce(l.is_graph_launch, FALSE)) AS in_graph
+               (k.node_traced OR coalesce(l.is_graph_launch, FALSE)) AS in_graph,
+               coalesce(l.is_sync, FALSE) AS launch_sync
         FROM k LEFT JOIN l ON l.pid = k.pid AND l.correlation_id = k.correlation_id
     """
 
@@ -173,36 +184,39 @@ def _device_ops(table: pa.Table, vocab: Vocabulary, rank: int, device_id: int) -
         pid=col("pid", np.int64), launch_tid=col("launch_tid", np.int64),
         launch_start_ns=col("launch_start_ns", np.int64), launch_end_ns=col("launch_end_ns", np.int64),
         in_graph=col("in_graph", bool), cls_code=cls_code, class_names=vocab.class_names,
-        name_code=code, names=vocab.names,
+        name_code=code, names=vocab.names, launch_sync=col("launch_sync", bool),
     )
 
 
-def launch_skips(con: duckdb.DuckDBPyConnection, ops: DeviceOps, picked: np.ndarray) -> np.ndarray:
+def launch_skips(con: duckdb.DuckDBPyConnection, ops: DeviceOps, picked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For the ops at indices ``picked``, each the first of its name and process among ops in a window: how
-    many launches of a kernel with the same function name in that process come before it on the whole
-    device, i.e. ncu's ``--launch-skip`` under ``--kernel-name-base function`` (ncu counts only the
-    launches its name filter matches). One pass over the device in SQL. Being first, an op has no tie
-    before it in ``ORDER`` beyond (start, end, stream), so the launch columns need not be read."""
+    many launches in that process come before it on the whole device (1) of a kernel with the same function
+    name, i.e. ncu's ``--launch-skip`` under ``--kernel-name-base function`` (ncu counts only the launches its
+    name filter matches), and (2) of a kernel with the very same name, as rocprofv3 counts dispatches per
+    kernel symbol for ``--kernel-iteration-range`` (minus one: it counts from 1). One pass over the device
+    in SQL. Being first, an op has no tie before it in ``ORDER`` beyond (start, end, stream), so the launch
+    columns need not be read."""
     if picked.size == 0:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     probe = pa.table({"i": np.arange(picked.size), "pid": ops.pid[picked], "code": ops.name_code[picked],
                       "s": ops.start_ns[picked], "e": ops.end_ns[picked], "st": ops.stream_id[picked]})
     con.register("launch_probe", probe)
     try:
         rows = con.execute("""
             WITH d AS (
-                SELECT k.start_ns, k.end_ns, coalesce(k.stream_id, -1) AS stream_id, n.fn, coalesce(k.pid, -1) AS pid
+                SELECT k.start_ns, k.end_ns, coalesce(k.stream_id, -1) AS stream_id, n.fn, n.code,
+                       coalesce(k.pid, -1) AS pid
                 FROM kernels k JOIN op_names n ON n.name = k.name AND NOT n.is_memop
                 WHERE k.rank = $rank AND k.device_id = $device
                 UNION ALL
-                SELECT m.start_ns, m.end_ns, coalesce(m.stream_id, -1), n.fn, coalesce(m.pid, -1)
+                SELECT m.start_ns, m.end_ns, coalesce(m.stream_id, -1), n.fn, n.code, coalesce(m.pid, -1)
                 FROM memops m JOIN op_names n ON n.name = m.kind AND n.is_memop
                 WHERE m.rank = $rank AND m.device_id = $device),
             p AS (SELECT p.*, n.fn FROM launch_probe p JOIN op_names n ON n.code = p.code)
-            SELECT p.i, count(d.start_ns) FROM p
+            SELECT p.i, count(d.start_ns), count(d.start_ns) FILTER (WHERE d.code = p.code) FROM p
             LEFT JOIN d ON d.pid = p.pid AND d.fn = p.fn AND (d.start_ns, d.end_ns, d.stream_id) < (p.s, p.e, p.st)
             GROUP BY p.i ORDER BY p.i
         """, {"rank": ops.rank, "device": ops.device_id}).fetchall()
     finally:
         con.unregister("launch_probe")
-    return np.array([r[1] for r in rows], dtype=np.int64)
+    return (np.array([r[1] for r in rows], dtype=np.int64), np.array([r[2] for r in rows], dtype=np.int64))

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from tracekit.floor import NEAR_FLOOR_THRESHOLD
 
-REPORT_SCHEMA = "tracekit.report/v1"
+REPORT_SCHEMA = "tracekit.report/v2"  # v2: host-gap cause "launch" split into launch_call + host_code
 VERDICTS = ("near-floor", "pipeline", "kernel", "inconclusive")
 MIN_GAP_FINDING_NS = 1_000  # gap findings costing less in all (launch latency between kernels) are not listed
 GATE_EXIT = {"near-floor": 0, "pipeline": 10, "kernel": 11, "inconclusive": 12}

@@ -1,7 +1,11 @@
 """Step windows on one device's GPU timeline, found in SQL without reading the operations into memory.
 
-Sources, in order: a user regex over range names (``--step``), ``ProfilerStep#N`` annotations, CUDA/HIP
-graph launches, else the whole capture as one window. A host-side step range is projected onto the
+Sources, in order: a user regex over range names (``--step``); a serving engine's own step annotation
+(vLLM's ``execute_context_N(...)_generation_M(...)`` family, SGLang's ``step[DECODE bs=N]``, TRT-LLM's
+``_forward_step`` NVTX range: ``ENGINE_STEP_PATTERNS``); ``ProfilerStep#N`` annotations; CUDA/HIP graph
+launches grouped by host step (all launches between two synchronising host calls of the launching
+process form one step, so the 25 piecewise graphs of one vLLM forward are one step); else the whole
+capture as one window. A host-side step range is projected onto the
 GPU through the launch calls it contains: step i starts where its first GPU operation starts and
 lasts until step i+1's first operation starts (the last step ends with its last operation), so the
 idle time between steps is charged to the step before it, as a time-per-output-token measurement
@@ -15,15 +19,30 @@ lookup and the per-step groups of one query stay bounded too.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
-from tracekit.analysis.ops import ops_sql
+from tracekit.analysis.ops import SYNC_API_REGEX, ops_sql
 from tracekit.errors import InputError
 from tracekit.parsers.schema import PROFILER_STEP_REGEX
+
+#: Serving engines' per-forward annotations (name -> regex), tried together before ProfilerStep#N.
+ENGINE_STEP_PATTERNS = {
+    # vLLM workers: execute_model, execute_new_N_cached_M, execute_N, and the token-count forms
+    # execute_context_1(888_788544)_generation_0(0) / execute_32_context_0(sq0sk0...)_generation_32(sq32sk...).
+    "vLLM": r"^execute_(model|\d+|new_\d+_cached_\d+|(\d+_)?context_\d+\(.*\)_generation_\d+\(.*\))$",
+    # SGLang forward modes as in TraceLens's SGLang traces: step[DECODE bs=32].
+    "SGLang": r"^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE|TARGET_VERIFY|DRAFT_EXTEND)( bs=\d+)?\]$",
+    # TensorRT-LLM PyTorch backend: @nvtx_range("_forward_step") on the model engine's forward.
+    "TRT-LLM": r"^_forward_step$",
+}
+ENGINE_STEP_REGEX = "|".join(f"({r})" for r in ENGINE_STEP_PATTERNS.values())
+#: Ranges that mark steps (never busy host time): ProfilerStep#N and the engines' step annotations.
+STEP_MARKER_REGEX = f"({PROFILER_STEP_REGEX})|{ENGINE_STEP_REGEX}"
 
 
 @dataclass(frozen=True)
@@ -42,7 +61,7 @@ class StepWindow:
 
 @dataclass(frozen=True)
 class StepSource:
-    """How steps were found: 'regex', 'profiler_step', 'graph_launch' or 'whole_capture'."""
+    """How steps were found: 'regex', 'engine_annotation', 'profiler_step', 'graph_launch' or 'whole_capture'."""
 
     kind: str
     detail: str
@@ -71,6 +90,19 @@ def step_ranges(con: duckdb.DuckDBPyConnection, rank: int, regex: str) -> list[t
         WHERE rank = ? AND source IN ('nvtx', 'user_annotation') AND regexp_matches(name, ?)
         ORDER BY start_ns, coalesce(end_ns, start_ns), pid, name
     """, [rank, regex]).fetchall()]
+
+
+def _outermost(ranges: list[tuple[int, int, int, str]]) -> list[tuple[int, int, int, str]]:
+    """The ranges not inside an earlier one of the same process: an engine's step annotation nested in
+    another (SGLang's step[DECODE] inside execute_...) marks the same step, not a second one."""
+    out: list[tuple[int, int, int, str]] = []
+    open_until: dict[int, int] = {}
+    for r in sorted(ranges, key=lambda r: (r[1], -r[2])):
+        if r[1] < open_until.get(r[0], r[1]):
+            continue
+        out.append(r)
+        open_until[r[0]] = r[2]
+    return sorted(out, key=lambda r: (r[1], r[2], r[0], r[3]))
 
 
 def _chunks(extent: DeviceExtent, max_rows: int) -> list[tuple[int, int]]:
@@ -141,12 +173,25 @@ def _project(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, chunks: 
 
 def _graph_steps(con: duckdb.DuckDBPyConnection, rank: int, device_id: int,
                  chunks: list[tuple[int, int]]) -> list[StepWindow]:
-    """One step per graph launch (the kernels that share one launch call)."""
-    rows = _grouped(con, f"""
-        SELECT launch_start_ns, min(start_ns), max(end_ns) FROM ({ops_sql(CHUNK)})
-        WHERE in_graph AND launch_start_ns >= 0 GROUP BY launch_start_ns
-    """, rank, device_id, chunks)
-    return _from_groups(rows, {r[0]: f"graph launch {k}" for k, r in enumerate(rows)})
+    """One step per host step of graph launches: the graph launches of a process between two of its
+    synchronising calls (a forward ends by reading its sampled tokens back), keyed by the end of the sync
+    before them (-1 before the first)."""
+    syncs = con.sql("""
+        SELECT DISTINCT pid, end_ns FROM api_calls
+        WHERE rank = $rank AND NOT is_duplicate AND regexp_matches(name, $sync) ORDER BY pid, end_ns
+    """, params={"rank": rank, "sync": SYNC_API_REGEX}).to_arrow_table()
+    con.register("step_sync_ends", syncs)
+    try:
+        rows = _grouped(con, f"""
+            WITH g AS (SELECT pid, launch_start_ns, start_ns, end_ns FROM ({ops_sql(CHUNK)})
+                       WHERE in_graph AND launch_start_ns >= 0)
+            SELECT coalesce(s.end_ns, -1), min(g.start_ns), max(g.end_ns)
+            FROM g ASOF LEFT JOIN step_sync_ends s ON g.pid = s.pid AND g.launch_start_ns >= s.end_ns
+            GROUP BY ALL
+        """, rank, device_id, chunks)
+    finally:
+        con.unregister("step_sync_ends")
+    return _from_groups(rows, {r[0]: f"graph step {k}" for k, r in enumerate(rows)})
 
 
 def find_steps(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, extent: DeviceExtent,
@@ -161,12 +206,17 @@ def find_steps(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, extent
             raise InputError(f"--step {step_regex!r}: no range on rank {rank} matches it and contains "
                              "a kernel launch")
         return windows, StepSource("regex", step_regex)
+    engine = _outermost(step_ranges(con, rank, ENGINE_STEP_REGEX))
+    windows = _project(con, rank, device_id, chunks, engine)
+    if windows:
+        names = sorted({n for n, r in ENGINE_STEP_PATTERNS.items() if any(re.search(r, e[3]) for e in engine)})
+        return windows, StepSource("engine_annotation", f"{'/'.join(names)} step annotations")
     windows = _project(con, rank, device_id, chunks, step_ranges(con, rank, PROFILER_STEP_REGEX))
     if windows:
         return windows, StepSource("profiler_step", "ProfilerStep#N annotations")
     windows = _graph_steps(con, rank, device_id, chunks)
     if windows:
-        return windows, StepSource("graph_launch", "one step per CUDA/HIP graph launch")
+        return windows, StepSource("graph_launch", "CUDA/HIP graph launches between two host syncs, one step each")
     whole = StepWindow(0, "whole capture", extent.start_ns, extent.end_ns)
     return [whole], StepSource("whole_capture", "no step markers: the whole capture is one window")
 
@@ -201,3 +251,33 @@ def batches(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, extent: D
             groups.append([w])
             rows_in_group = n
     return groups
+
+
+PLACEHOLDER = "<n>"  # stands for a run of digits in a step-candidate pattern
+# PyTorch's emit_nvtx names one range per aten op ("aten::mm, seq = 3, op_id = 17"): never a step.
+PER_OP_RANGE_REGEX = r", (seq|op_id) = \d+"
+
+
+def regex_literal(text: str) -> str:
+    """``text`` as a regex matching it literally: only the metacharacters escaped (Python's and RE2's alike)."""
+    return re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", text)
+
+
+def step_candidates(con: duckdb.DuckDBPyConnection, limit: int = 10) -> list[dict[str, object]]:
+    """The most frequent host range names (NVTX ranges and user annotations) over all ranks, with digit runs
+    folded to ``<n>`` (ProfilerStep#<n>): count, median duration, an example, the ``--step`` regex that
+    selects them, and which of them the automatic step search picks ('engine', 'ProfilerStep'). PyTorch's
+    per-op ranges (emit_nvtx) are left out."""
+    rows = con.execute(f"""
+        SELECT regexp_replace(name, '[0-9]+', '{PLACEHOLDER}', 'g') AS pattern, count(*) AS count,
+               count(DISTINCT rank) AS ranks, median(dur_ns)::BIGINT AS median_ns, min(name) AS example,
+               bool_or(regexp_matches(name, $engine)) AS engine, bool_or(regexp_matches(name, $profiler)) AS profiler
+        FROM ranges WHERE source IN ('nvtx', 'user_annotation') AND end_ns IS NOT NULL
+          AND NOT regexp_matches(name, $per_op)
+        GROUP BY pattern ORDER BY count DESC, median_ns DESC, pattern LIMIT $limit
+    """, {"engine": ENGINE_STEP_REGEX, "profiler": PROFILER_STEP_REGEX, "per_op": PER_OP_RANGE_REGEX,
+          "limit": limit}).fetchall()
+    return [{"pattern": pattern, "count": count, "ranks": ranks, "median_ns": median_ns, "example": example,
+             "auto": "engine" if engine else "ProfilerStep" if profiler else "",
+             "step_regex": "^" + regex_literal(pattern).replace(PLACEHOLDER, r"\d+") + "$"}
+            for pattern, count, ranks, median_ns, example, engine, profiler in rows]

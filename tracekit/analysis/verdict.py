@@ -16,16 +16,17 @@ from tracekit.floor import Placement
 
 @dataclass(frozen=True)
 class Evidence:
-    """What the verdict reads. blocking: caveats that make any number meaningless (whole-graph capture);
+    """What the verdict reads. blocking: caveats that make any number meaningless (BLOCKING_CAVEATS);
     whole_capture: no step markers were found; floor: the report's floor section (None without --config);
-    placement: the step p50 against that floor; hardware_mismatch: capture GPUs the config does not describe."""
+    placement: the step p50 against that floor; fit_reasons: where the config does not describe the capture (another
+    GPU, vendor, world size, phase, or batch/context beyond 2x: tracekit.analysis.fit)."""
 
     blocking: list[str]
     whole_capture: bool
     step_p50: int
     floor: dict[str, Any] | None
     placement: Placement | None
-    hardware_mismatch: str | None
+    fit_reasons: list[str]
     host_gaps: dict[str, Any]
     exposed_comm: dict[str, Any]
     classes: list[dict[str, Any]]
@@ -40,9 +41,8 @@ def _preconditions(ev: Evidence, opts: AnalyzeOptions) -> list[str]:
     if ev.floor is None:
         reasons.append("no --config: host gaps and exposed communication are answered, but class budgets and "
                        "the floor need a config")
-    elif ev.hardware_mismatch:
-        reasons.append(f"the capture ran on {ev.hardware_mismatch} but --config {opts.config} describes "
-                       f"{ev.floor['hardware']}: use a config for that GPU or --set hardware=...")
+    else:
+        reasons += ev.fit_reasons
     return reasons
 
 

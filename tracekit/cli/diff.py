@@ -41,6 +41,7 @@ def diff_document(doc: dict[str, Any]) -> Document:
         notes.append(f"largest explanation: {top['component']} {_ms(top['delta_ns'])} ms"
                      + (f" ({_pct(top['share_of_step_delta'])}% of the step change)"
                         if top["share_of_step_delta"] is not None else ""))
+    notes += [f"inconclusive: {r}" for r in doc["incomparable"]]
     notes += [f"caveat: {c}" for c in doc["caveats"]] + [f"gate: {r}" for r in doc.get("gate", {}).get("reasons", [])]
     schema = {"before ms": pl.Float64, "after ms": pl.Float64, "delta ms": pl.Float64, "delta %": pl.Float64}
     tables = [

@@ -2,7 +2,7 @@
 communication and floor position, with the change that explains most of the step-time difference first,
 and the exit status for gating.
 
-Inputs are ``tracekit.report/v1`` JSON documents or traces (analysed here with the same options). The
+Inputs are ``tracekit.report/v2`` JSON documents or traces (analysed here with the same options). The
 result is the ``tracekit.diff/v1`` document (docs/reconcile.md).
 """
 
@@ -110,10 +110,20 @@ def parse_percent(text: str) -> float:
     return out
 
 
+def incomparable(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Why the two sides cannot be compared at all (empty: they can): a graph-capture trace holds no step,
+    so its "step" against a real one is no speed-up or slow-down."""
+    return [f"{side} is a graph-capture trace (graphs captured, almost nothing run): no step to compare"
+            for side, report in (("BEFORE", before), ("AFTER", after)) if report["steps"].get("capture_only")]
+
+
 def gate(doc: dict[str, Any], use_gate: bool, fail_if_slower: float | None,
          expect_faster: str | None) -> tuple[int, list[str]]:
-    """Exit status and why: 13 slower than allowed, else 14 expected class not faster, else the AFTER
-    verdict's analyze --gate code (with --gate), else 0."""
+    """Exit status and why: 12 (inconclusive) when any gate is asked of sides that cannot be compared, else
+    13 slower than allowed, else 14 expected class not faster, else the AFTER verdict's analyze --gate code
+    (with --gate), else 0."""
+    if doc["incomparable"] and (use_gate or fail_if_slower is not None or expect_faster is not None):
+        return GATE_EXIT["inconclusive"], list(doc["incomparable"])
     reasons = []
     step = doc["step"]["p50_ns"]
     if fail_if_slower is not None and step["before"] and step["after"] > step["before"] * (1 + fail_if_slower):
@@ -157,6 +167,7 @@ def diff(before: Side, after: Side) -> dict[str, Any]:
                  "count": {"before": b["steps"]["count"], "after": a["steps"]["count"]}},
         "floor": {k: _delta(fb.get(k), fa.get(k)) for k in ("t_opt_ns", "t_sum_ns", "residual_ratio", "position")},
         "verdict": {"before": b["verdict"], "after": a["verdict"]},
+        "incomparable": incomparable(b, a),
         "changes": changes(b, a),
         "classes": [{"name": n, "communication": (cb.get(n) or ca.get(n))["communication"],
                      **{k: _delta((cb.get(n) or {}).get(k, 0), (ca.get(n) or {}).get(k, 0))

@@ -1,6 +1,6 @@
 """The analysis report as a Document: verdict first, then floor, the three questions and ncu targets.
 
-JSON output is the ``tracekit.report/v1`` dict itself; the human formats show the same numbers in ms.
+JSON output is the ``tracekit.report/v2`` dict itself; the human formats show the same numbers in ms.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ def report_document(report: dict[str, Any]) -> Document:
     notes.append(f"steps: {steps['count']} from {', '.join(steps['source'])}; p50 {_ms(steps['step_ns_p50'])} ms, "
                  f"p99 {_ms(steps['step_ns_p99'])} ms; slowest rank {steps['slowest_rank']}")
     notes += [f"caveat: {c}" for c in report["caveats"]]
+    notes += [f"fit: {n}" for n in (report.get("fit") or {}).get("notes", [])]
     tables: list[Table] = []
     fl = report["floor"]
     if fl:
@@ -72,11 +73,12 @@ def report_document(report: dict[str, Any]) -> Document:
                                            "ratio": pl.Float64, "excess ms": pl.Float64, "over budget": pl.Boolean,
                                            "top kernel": pl.String})))
     if report["ncu_targets"]:
-        tables.append(Table("Nsight Compute targets", pl.DataFrame([{
-            "class": t["class"], "function": t["function"], "kernel": t["kernel"], "excess ms": _ms(t["excess_ns"]),
-            "launch skip": t["launch_skip"], "in graph": t["in_graph"],
+        tables.append(Table("deep-dive targets (ncu for NVIDIA, rocprofv3 for AMD kernels)", pl.DataFrame([{
+            "class": t["class"], "tool": t["tool"], "function": t["function"], "kernel": t["kernel"],
+            "excess ms": _ms(t["excess_ns"]), "launch skip": t["launch_skip"], "in graph": t["in_graph"],
         } for t in report["ncu_targets"]])))
     doc = Document(f"tracekit analyze: {report['verdict']}", tables, notes)
-    doc.blocks = [(f"ncu target {i + 1}: {t['class']}", t["command"]) for i, t in enumerate(report["ncu_targets"])]
+    doc.blocks = [(f"{t['tool']} target {i + 1}: {t['class']}", t["command"])
+                  for i, t in enumerate(report["ncu_targets"])]
     doc.data = report
     return doc

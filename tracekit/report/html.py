@@ -153,15 +153,16 @@ def _walls_section(report: dict[str, Any]) -> str:
 def _ncu_section(report: dict[str, Any]) -> str:
     targets = report["ncu_targets"]
     if not targets:
-        return (f"<section><h2>Nsight Compute targets</h2><p>None: targets are nominated only when the verdict is "
+        return (f"<section><h2>Deep-dive targets</h2><p>None: targets are nominated only when the verdict is "
                 f"kernel (here {esc(report['verdict'])}).</p></section>")
     items = []
     for i, t in enumerate(targets):
-        items.append(f"<h3>{i + 1}. {esc(t['class'])}: {esc(ms(t['excess_ns']))} over budget; {esc(t['function'])}, "
+        items.append(f"<h3>{i + 1}. {esc(t['class'])}: {esc(ms(t['excess_ns']))} over budget; {esc(t['function'])} "
+                     f"({esc(t['tool'])}), "
                      f"launch skip {esc(t['launch_skip'])}{' (in a graph)' if t['in_graph'] else ''}</h3>"
                      f'<div class="cmd"><button type="button" class="copy" data-copy="ncu-{i}">copy</button>'
                      f'<pre id="ncu-{i}">{esc(t["command"])}</pre></div>')
-    return f"<section><h2>Nsight Compute targets</h2>{''.join(items)}</section>"
+    return f"<section><h2>Deep-dive targets (ncu / rocprofv3)</h2>{''.join(items)}</section>"
 
 
 def analysis_html(analysis: Analysis) -> str:

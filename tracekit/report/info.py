@@ -6,6 +6,7 @@ import duckdb
 import polars as pl
 
 from tracekit.analysis.caveats import capture_caveats
+from tracekit.analysis.steps import step_candidates
 from tracekit.report.document import Document, Table
 from tracekit.store.ingest import Store
 
@@ -18,8 +19,9 @@ def info_document(store: Store) -> Document:
     """Every section of `tracekit info` for an open store."""
     con = store.con
     files = pl.DataFrame(
-        {"rank": [f.rank for f in store.files], "file": [str(f.source) for f in store.files],
-         "cached": [f.reused for f in store.files]}
+        {"rank": [r for f in store.files for r in f.ranks],
+         "file": [str(f.source) for f in store.files for _ in f.ranks],
+         "cached": [f.reused for f in store.files for _ in f.ranks]}
     )
     traces = _frame(con, """
         SELECT rank, source_format AS format, format_version, product_version,
@@ -54,6 +56,9 @@ def info_document(store: Store) -> Document:
         SELECT rank, source, coalesce(domain, '(default)') AS domain, count(*) AS ranges
         FROM ranges GROUP BY ALL ORDER BY rank, source, domain
     """)
+    candidates = pl.DataFrame(step_candidates(con), schema={
+        "pattern": pl.String, "count": pl.Int64, "ranks": pl.Int64, "median_ns": pl.Int64, "example": pl.String,
+        "auto": pl.String, "step_regex": pl.String})
     caveats = capture_caveats(con)
     doc = Document(
         title="tracekit info",
@@ -64,6 +69,9 @@ def info_document(store: Store) -> Document:
             Table("streams", streams),
             Table("events", counts),
             Table("range domains", domains),
+            Table("step candidates", candidates,
+                  note="most frequent NVTX range / annotation names (digits as <n>); pass step_regex as --step; "
+                  "auto: what analyze picks without --step" if candidates.height else "no NVTX ranges or annotations"),
             Table("read notes", notes, note="what the reader skipped or could not read; caveats list those that "
                   "limit an analysis"),
         ],

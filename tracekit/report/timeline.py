@@ -25,8 +25,8 @@ _PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#
             "#8cd17d", "#a0cbe8", "#ffbe7d", "#d4a6c8", "#b6992d", "#499894", "#79706e")
 _COMM_PALETTE = ("#e15759", "#c0392b", "#d37295", "#ff7f7f", "#a93226", "#f1948a")
 _MEMOP_COLOUR = "#bab0ac"
-CAUSE_COLOURS = {"launch": "#f5a623", "sync": "#8e6fc1", "dependency": "#3b9ab2", "host_idle": "#9e9e9e",
-                 UNKNOWN_CAUSE: "#cccccc"}
+CAUSE_COLOURS = {"launch_call": "#f5a623", "host_code": "#e8743b", "sync": "#8e6fc1", "dependency": "#3b9ab2",
+                 "host_idle": "#9e9e9e", UNKNOWN_CAUSE: "#cccccc"}
 EXPOSED_COLOUR = "#d62728"
 
 

@@ -11,6 +11,7 @@ rank each file was assigned.
 from __future__ import annotations
 
 import fcntl
+import gzip
 import hashlib
 import json
 import os
@@ -55,18 +56,46 @@ def file_key(path: Path) -> str:
 
 
 def expand_inputs(paths: Iterable[Path]) -> list[Path]:
-    """Files as given; a directory stands for the trace files directly inside it, sorted by name."""
+    """Files as given; a directory stands for the trace files directly inside it, sorted by name (JSON that
+    is no profiler trace, such as a harness's ``execution_details.json``, is left out: ``skipped_inputs``)."""
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
             found = sorted(c for c in p.iterdir() if c.is_file() and c.name.endswith(TRACE_SUFFIXES))
-            if not found:
+            traces = [c for c in found if _looks_like_trace(c)]
+            if not traces:
                 raise InputError(f"{p}: directory holds no trace files (*.sqlite, *.json, *.json.gz); give the trace "
                                  "files or the folder that holds them")
-            files.extend(found)
+            files.extend(traces)
         else:
             files.append(p)
     return files
+
+
+def skipped_inputs(paths: Iterable[Path]) -> list[str]:
+    """One note per file a directory input left out because it is JSON but no profiler trace."""
+    return [f"{c}: not a profiler trace (no traceEvents); skipped in directory {p}"
+            for p in paths if p.is_dir() for c in sorted(p.iterdir())
+            if c.is_file() and c.name.endswith(TRACE_SUFFIXES) and not _looks_like_trace(c)]
+
+
+_SNIFF_BYTES = 1 << 20
+
+
+def _looks_like_trace(path: Path) -> bool:
+    """An Nsight export, or JSON whose first MiB shows trace events (a ``traceEvents`` key, or a bare list of
+    events with ``ph``): what a folder of rank files holds besides notes and reports."""
+    if path.name.endswith(".sqlite"):
+        return True
+    try:
+        with path.open("rb") as f:
+            head = f.read(2)
+            f.seek(0)
+            raw = gzip.GzipFile(fileobj=f).read(_SNIFF_BYTES) if head == b"\x1f\x8b" else f.read(_SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return True  # unreadable: let the reader report it
+    text = raw.lstrip()
+    return b'"traceEvents"' in text or (text[:1] == b"[" and b'"ph"' in text)
 
 
 def _crc32(path: Path) -> int:
@@ -217,8 +246,9 @@ class StoredFile:
     source: Path
     db: Path
     fmt: str
-    rank: int
+    rank: int  # the file's first rank
     reused: bool
+    ranks: tuple[int, ...] = ()  # every rank of the file (an nsys export holds one per GPU process)
 
 
 @dataclass
@@ -243,29 +273,47 @@ class Store:
         self.close()
 
 
-def _assign_ranks(con: duckdb.DuckDBPyConnection, results: Sequence[IngestResult]) -> tuple[list[int], list[str]]:
-    """Ranks from the files themselves; files that name none get the lowest free ranks in order given."""
-    own: list[int | None] = []
+def _assign_ranks(con: duckdb.DuckDBPyConnection,
+                  results: Sequence[IngestResult]) -> tuple[list[dict[int | None, int]], list[str]]:
+    """Per file, its rows' rank values (NULL: none named) mapped to the global ranks: ranks the files record
+    (Kineto distributedInfo.rank, an nsys rank variable) as they are; a file that names none, and each
+    process of an nsys export numbered by process order, get the lowest free ranks in the order given.
+    A file's rows without a rank (launcher processes, file-level notes) take its first rank."""
+    locals_: list[list[int | None]] = []
+    numbered: list[bool] = []
     for i in range(len(results)):
-        row = con.execute(f"SELECT max(rank) FROM f{i}.trace_info").fetchone()
-        own.append(None if row is None else row[0])
+        locals_.append([r[0] for r in con.execute(f"SELECT DISTINCT rank FROM f{i}.trace_info ORDER BY rank")
+                        .fetchall()] or [None])
+        numbered.append(con.execute(f"SELECT count(*) FROM f{i}.trace_meta WHERE key = 'rank_source' "
+                                    "AND value = 'process_order'").fetchone()[0] > 0)
     seen: dict[int, Path] = {}
-    for r, res in zip(own, results, strict=True):
-        if r is None:
-            continue
-        if r in seen:
-            raise InputError(f"{seen[r]} and {res.source}: both claim rank {r}; give one file per rank")
-        seen[r] = res.source
+    for own, by_order, res in zip(locals_, numbered, results, strict=True):
+        for r in own:
+            if r is None or by_order:
+                continue
+            if r in seen:
+                raise InputError(f"{seen[r]} and {res.source}: both claim rank {r}; give one file per rank")
+            seen[r] = res.source
     warnings: list[str] = []
-    ranks: list[int] = []
-    free = (r for r in range(len(results) + len(seen)) if r not in seen)
-    for r, res in zip(own, results, strict=True):
-        if r is None:
-            r = next(free)
-            if res.fmt == "kineto" and len(results) > 1:
-                warnings.append(f"{res.source}: no distributedInfo.rank; given rank {r} from the order of inputs")
-        ranks.append(r)
-    return ranks, warnings
+    free = (r for r in range(sum(map(len, locals_)) + len(seen)) if r not in seen)
+    mappings: list[dict[int | None, int]] = []
+    for own, by_order, res in zip(locals_, numbered, results, strict=True):
+        if by_order or own == [None]:
+            mapping: dict[int | None, int] = {r: next(free) for r in own}
+            if own == [None] and res.fmt == "kineto" and len(results) > 1:
+                warnings.append(f"{res.source}: no distributedInfo.rank; given rank {mapping[None]} from the order "
+                                "of inputs")
+        else:
+            mapping = {r: r for r in own}
+        mapping.setdefault(None, min(mapping.values()))
+        mappings.append(mapping)
+    return mappings, warnings
+
+
+def _rank_sql(mapping: dict[int | None, int]) -> str:
+    """SQL mapping a file's ``rank`` column to its global ranks."""
+    cases = " ".join(f"WHEN rank = {local} THEN {g}" for local, g in mapping.items() if local is not None)
+    return f"CAST(CASE {cases} ELSE {mapping[None]} END AS INTEGER)" if cases else f"CAST({mapping[None]} AS INTEGER)"
 
 
 def _ingest_all(files: list[Path], cache_dir: Path, jobs: int,
@@ -291,15 +339,16 @@ def _ingest_all(files: list[Path], cache_dir: Path, jobs: int,
 
 def open_store(
     paths: Sequence[Path], cache_dir: Path | None = None, use_cache: bool = True, jobs: int = 1,
-    on_file_done: Callable[[IngestResult], None] | None = None, ranks: Sequence[int] | None = None,
+    on_file_done: Callable[[IngestResult], None] | None = None, ranks: Sequence[Sequence[int]] | None = None,
 ) -> Store:
     """Ingest (or reuse) every input and open them together as one store; ``on_file_done`` (e.g. a
-    progress bar) hears of each file as its ingest finishes. ``ranks`` (one per file) overrides the
-    rank assignment, so one file of a multi-rank set can be opened alone under its rank in the set."""
+    progress bar) hears of each file as its ingest finishes. ``ranks`` (per file, its ranks in order)
+    overrides the rank assignment, so one file of a multi-rank set can be opened alone under its ranks."""
     files = expand_inputs(paths)
     if not files:
         raise InputError("no input files given")
     check_distinct_paths(files)
+    skipped = skipped_inputs(paths)
     tmp = None
     if not use_cache:
         tmp = tempfile.TemporaryDirectory(prefix="tracekit-")
@@ -311,14 +360,14 @@ def open_store(
         con = duckdb.connect()
         for i, res in enumerate(results):
             con.execute(f"ATTACH ? AS f{i} (READ_ONLY)", [str(res.db)])
-        if ranks is None:
-            ranks, warnings = _assign_ranks(con, results)
-        else:
-            ranks, warnings = list(ranks), []
+        mappings, warnings = _assign_ranks(con, results)
+        if ranks is not None:  # the same files' ranks, as a full opening of the set assigned them
+            mappings = [dict(zip(sorted(m, key=lambda r: (r is None, r or 0)), [*given, given[0]], strict=False))
+                        for m, given in zip(mappings, ranks, strict=True)]
         check_same_capture(con, [r.source for r in results])
-        warnings += mixed_gpu_warning(con, ranks)
+        warnings += mixed_gpu_warning(con, [m[None] for m in mappings])
         for table in TABLES:
-            parts = [f"SELECT * REPLACE (CAST({r} AS INTEGER) AS rank) FROM f{i}.{table}" for i, r in enumerate(ranks)]
+            parts = [f"SELECT * REPLACE ({_rank_sql(m)} AS rank) FROM f{i}.{table}" for i, m in enumerate(mappings)]
             con.execute(f"CREATE VIEW {table} AS " + " UNION ALL ".join(parts))
         create_views(con)
     except BaseException:
@@ -327,5 +376,7 @@ def open_store(
         raise
     stages = {s: sum(r.stages.get(s, 0.0) for r in results) for s in STAGES}
     stages["open"] = time.perf_counter() - t_open
-    stored = [StoredFile(r.source, r.db, r.fmt, rank, r.reused) for r, rank in zip(results, ranks, strict=True)]
+    warnings = skipped + warnings
+    stored = [StoredFile(r.source, r.db, r.fmt, m[None], r.reused, tuple(sorted(set(m.values()))))
+              for r, m in zip(results, mappings, strict=True)]
     return Store(con, stored, warnings, tmp, stages)

@@ -1,0 +1,50 @@
+"""rocprofv3 commands for AMD kernels: the counterpart of the ncu commands (``tracekit.analysis.ncu``).
+
+rocprofv3 (ROCm's rocprofiler-sdk) selects what it profiles with two filters, which apply to counter
+collection (``--pmc``) and thread trace, not to plain tracing (rocprofiler-sdk ``source/bin/rocprofv3.py`` and
+``source/lib/rocprofiler-sdk-tool``):
+- ``--kernel-include-regex RE``: ``std::regex_search`` (ECMAScript) over the kernel's formatted name, which is
+  the demangled symbol by default (``.kd`` suffix dropped) and the raw symbol with ``--mangled-kernels``. A
+  name the trace records mangled (``_Z...``, as Kineto does for some HIP kernels) is matched raw, with an
+  optional ``.kd``; any other name is matched as the trace spells it, which is the demangler's output on
+  both sides (libstdc++'s ``__cxa_demangle``). The regex is anchored and escapes only metacharacters.
+- ``--kernel-iteration-range [N-N]``: the N-th dispatch of each matching kernel symbol, counted from 1 per
+  kernel symbol (per code object and GPU), every dispatch of it counted whether filtered or not. So N is one
+  plus the earlier launches of that very name in the process, as the trace shows them (the ``[A-B]`` form is
+  the one every rocprofv3 version parses; a bare ``[N]`` is rejected by some).
+Every argument is shell-quoted: kernel names are untrusted text.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from tracekit.analysis.steps import regex_literal
+
+#: Counters collected with the selected dispatch: waves launched and GPU-busy cycles, which fit one pass on
+#: every Instinct generation. rocprof-compute (docs/deep-dive.md) collects the full set over several passes.
+DEFAULT_COUNTERS = ("SQ_WAVES", "GRBM_GUI_ACTIVE")
+
+
+def _escape(kernel: str) -> str:
+    """``kernel`` as a literal ECMAScript regex, control characters as \\xHH so the line stays printable."""
+    return "".join(f"\\x{ord(ch):02x}" if ord(ch) < 32 or 127 <= ord(ch) < 160 else regex_literal(ch) for ch in kernel)
+
+
+def is_mangled(kernel: str) -> bool:
+    """An Itanium-mangled symbol, which rocprofv3 must be told to match undemangled."""
+    return re.match(r"^_Z", kernel) is not None
+
+
+def rocprof_command(kernel: str, launch_skip: int, out_name: str, app: str) -> str:
+    """One quoted rocprofv3 command collecting counters for dispatch ``launch_skip + 1`` of ``kernel`` (``app``:
+    the application's command line, already quoted, or a quoted placeholder)."""
+    name = f"^{_escape(kernel)}(\\.kd)?$" if is_mangled(kernel) else f"^{_escape(kernel)}$"
+    n = launch_skip + 1
+    args = ["rocprofv3", "--pmc", *DEFAULT_COUNTERS]
+    if is_mangled(kernel):
+        args.append("--mangled-kernels")
+    args += ["--kernel-include-regex", name, "--kernel-iteration-range", f"[{n}-{n}]",
+             "--output-format", "csv", "-d", out_name, "-o", out_name, "--"]
+    return f"{shlex.join(args)} {app}"
