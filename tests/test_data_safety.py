@@ -156,3 +156,123 @@ def test_leftover_temporary_store_of_a_killed_ingest_is_never_read(tmp_path: Pat
     db.with_suffix(".json").unlink()
     assert ingest(cache)["reused"] is False
     assert info(cache) == info(tmp_path / "clean")
+
+
+# ---- no output over an input -----------------------------------------------------------------------
+
+OUTPUT_OPTIONS = ("--out", "--perfetto", "--parquet", "--plots", "--plot", "--cache-dir")
+DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
+
+
+READ_PARAMS = {"inputs", "before", "results", "config"}
+
+
+def output_options() -> list[tuple[str, str]]:
+    """(command, option) for every registered command that reads a file, by each option that writes one."""
+    return [(name, opt) for name, command in sorted(main.commands.items())
+            if READ_PARAMS & {p.name for p in command.params}
+            for p in command.params for opt in p.opts if opt in OUTPUT_OPTIONS]
+
+
+def test_every_command_with_an_output_is_covered() -> None:
+    found = output_options()
+    assert {("analyze", "--out"), ("export", "--perfetto"), ("export", "--parquet"), ("analyze", "--plots"),
+            ("diff", "--out"), ("floor", "--out"), ("info", "--cache-dir")} <= set(found)
+
+
+def refused(args: list[object], option: str, fragment: str | None, before: dict) -> None:
+    """Exit 2 with one line naming ``option`` (and ``fragment``, as docs/errors.md has it); inputs untouched.
+    ``fragment`` None: click itself refuses the path (a file given to a folder option)."""
+    code, out, err = run(*args)
+    assert code == 2 and out == "", (args, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tracekit: error: ") and option in lines[0], err
+    if fragment is not None:
+        assert lines[0].startswith(f"tracekit: error: {option} ") and fragment in lines[0], err
+        assert fragment in DOC.read_text()
+    assert snapshot([Path(p) for p in before]) == before, args
+
+
+def is_folder_option(name: str, option: str) -> bool:
+    param = next(p for p in main.commands[name].params if option in p.opts)
+    return getattr(param.type, "file_okay", True) is False
+
+
+def command_args(name: str, inputs: list[Path], tmp_path: Path) -> list[object] | None:
+    """A call of ``name`` that reads ``inputs`` (a config file for the config-only commands)."""
+    params = {p.name for p in main.commands[name].params}
+    if "inputs" in params:
+        return [name, *inputs, "--cache-dir", tmp_path / "cache"]
+    if {"before", "after"} <= params:
+        return [name, inputs[0], inputs[-1], "--cache-dir", tmp_path / "cache"]
+    if "results" in params:
+        return [name, *inputs, "--config", "dsv32-ep16"]
+    if "config" in params:  # floor, walls, cost, predict: a config file is what they read
+        return [name, "--config", inputs[0]]
+    return None
+
+
+@pytest.mark.parametrize(("name", "option"), output_options())
+def test_an_output_over_an_input_is_refused(tmp_path: Path, name: str, option: str) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    params = {p.name for p in main.commands[name].params}
+    if "inputs" in params or {"before", "after"} <= params:
+        trace = work / SAMPLE.name
+        trace.write_bytes(SAMPLE.read_bytes())
+    else:
+        trace = work / "mine.toml"
+        trace.write_text('extends = "dsv32-ep16"\n')
+    args = command_args(name, [trace], tmp_path)
+    assert args is not None
+    if option == "--cache-dir" and "--cache-dir" in args:
+        args = args[: args.index("--cache-dir")]
+    before = snapshot([trace])
+    refused([*args, option, trace], option, None if is_folder_option(name, option) else "is an input", before)
+
+    # A folder of rank files: nothing is written inside it.
+    params = {p.name for p in main.commands[name].params}
+    if "inputs" in params or {"before", "after"} <= params:
+        args = command_args(name, [work], tmp_path)
+        assert args is not None
+        if option == "--cache-dir":
+            args = args[: args.index("--cache-dir")]
+        refused([*args, option, work / "inside" / "out.json"], option, "inside the input folder", before)
+        assert sorted(p.name for p in work.iterdir()) == [SAMPLE.name]
+
+
+def test_an_output_that_is_a_link_to_an_input_is_refused(tmp_path: Path) -> None:
+    trace = tmp_path / SAMPLE.name
+    trace.write_bytes(SAMPLE.read_bytes())
+    (tmp_path / "hard.sqlite").hardlink_to(trace)
+    (tmp_path / "soft.sqlite").symlink_to(trace)
+    before = snapshot([trace])
+    for alias in ("hard.sqlite", "soft.sqlite"):
+        refused(["analyze", trace, "--no-cache", "--out", tmp_path / alias], "--out", "is an input", before)
+
+
+def test_atomic_writes_never_change_the_umask(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new file gets 0666 less the umask from the kernel; a replaced file keeps its mode; the
+    process-wide umask (shared with every thread) is never set, not even for a moment."""
+    import os
+
+    from tracekit.files import write_atomically
+
+    old = os.umask(0o027)
+    try:
+        def no_umask(_: int) -> int:
+            raise AssertionError("os.umask called")
+
+        monkeypatch.setattr(os, "umask", no_umask)
+        new = tmp_path / "new.txt"
+        write_atomically(new, "a")
+        assert new.stat().st_mode & 0o777 == 0o640 and new.read_text() == "a"
+        kept = tmp_path / "kept.txt"
+        kept.write_text("old")
+        kept.chmod(0o600)
+        write_atomically(kept, "b")
+        assert kept.stat().st_mode & 0o777 == 0o600 and kept.read_text() == "b"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.txt", "new.txt"]
+    finally:
+        monkeypatch.undo()
+        os.umask(old)
