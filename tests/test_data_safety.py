@@ -276,3 +276,112 @@ def test_atomic_writes_never_change_the_umask(tmp_path: Path, monkeypatch: pytes
     finally:
         monkeypatch.undo()
         os.umask(old)
+
+
+# ---- the store key cannot be fooled by an edit in place ----------------------------------------------
+
+
+def test_an_edit_in_place_that_keeps_size_mtime_and_ends_gets_a_new_store(tmp_path: Path) -> None:
+    """The key hashes the whole file: bytes changed in the middle of a trace, with its size, mtime and first
+    and last 64 KiB as they were (what the old sampled key looked at), give a new store with the new data."""
+    import dataclasses
+    import os
+    import sqlite3
+
+    from fixtures.scenarios import decode_capture
+    from fixtures.synth import write_nsys
+    from tracekit.store.ingest import file_key
+
+    spec, _ = decode_capture({c: 100_000 for c in ("gemm", "attn_core", "indexer", "moe_experts", "norm_elementwise",
+                                                   "quant", "sampling", "embedding", "a2a_dispatch",
+                                                   "a2a_combine")}, steps=300)
+    trace = tmp_path / "run.sqlite"
+    write_nsys(dataclasses.replace(spec), trace)
+    size = trace.stat().st_size
+    assert size > 4 * 64 * 1024  # the middle lies outside the sampled ends
+    cache = tmp_path / "cache"
+    code, out, err = run("kernels", trace, "--cache-dir", cache, "--format", "json")
+    assert code == 0, err
+    total = sum(r["total_ns"] for r in json.loads(out)["kernels by name"])
+    key, head, tail, stat = file_key(trace), *_ends(trace), trace.stat()
+
+    con = sqlite3.connect(trace)  # one kernel 1 us longer: pages in the middle change, the size does not
+    (rowid,) = con.execute("SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start "
+                           "LIMIT 1 OFFSET (SELECT count(*) / 2 FROM CUPTI_ACTIVITY_KIND_KERNEL)").fetchone()
+    con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = "end" + 1000 WHERE rowid = ?', (rowid,))
+    con.commit()
+    con.close()
+    os.utime(trace, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert (trace.stat().st_size, trace.stat().st_mtime_ns) == (size, stat.st_mtime_ns)
+    if _ends(trace) == (head, tail):  # the edit left the sampled ends alone: the old key would have reused
+        assert file_key(trace) != key
+    code, out, err = run("kernels", trace, "--cache-dir", cache, "--format", "json")
+    assert code == 0, err
+    assert sum(r["total_ns"] for r in json.loads(out)["kernels by name"]) == total + 1000
+
+
+def _ends(path: Path) -> tuple[bytes, bytes]:
+    data = path.read_bytes()
+    return data[: 64 * 1024], data[-64 * 1024:]
+
+
+def test_file_key_follows_the_content_not_the_name_or_mtime(tmp_path: Path) -> None:
+    import os
+
+    from tracekit.store.ingest import file_key
+
+    a = tmp_path / "a.sqlite"
+    a.write_bytes(bytes(range(256)) * 4096)  # 1 MiB
+    key = file_key(a)
+    b = tmp_path / "b.sqlite"
+    b.write_bytes(a.read_bytes())
+    os.utime(b, ns=(1, 1))
+    assert file_key(b) == key  # the same bytes elsewhere, another mtime: the same store
+    data = bytearray(a.read_bytes())
+    data[len(data) // 2] ^= 1
+    st = a.stat()
+    a.write_bytes(bytes(data))
+    os.utime(a, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert file_key(a) != key
+
+
+def test_two_ingests_never_build_into_one_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ingests pick their temporary name at once, and the name generator gives both the same name
+    first (the race: a name made free by unlink is taken again before DuckDB creates it). Each must still
+    build in a place of its own, and the cache ends with one good store."""
+    import tempfile
+    import threading
+
+    import tracekit.store.ingest as ingest_module
+
+    names = iter(["same", "same", *(f"n{i}" for i in range(100))])
+    monkeypatch.setattr(tempfile, "_get_candidate_names", lambda: names)
+    barrier = threading.Barrier(2, timeout=30)
+    opened: list[str] = []
+    real_connect = ingest_module.duckdb.connect
+
+    def connect(database: str = ":memory:", *args: object, **kwargs: object):
+        if database.endswith("store.duckdb"):
+            opened.append(database)
+            barrier.wait()  # both have chosen where to build; neither has created the file yet
+        return real_connect(database, *args, **kwargs)
+
+    monkeypatch.setattr(ingest_module.duckdb, "connect", connect)
+    cache = tmp_path / "cache"
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            ingest_module.ingest_file(SAMPLE, cache)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(opened) == 2 and opened[0] != opened[1]
+    monkeypatch.undo()
+    assert ingest(cache)["reused"] is True
+    assert sorted(p.suffix for p in cache.iterdir()) == [".duckdb", ".json", ".lock"]

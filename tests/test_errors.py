@@ -279,8 +279,10 @@ def test_kineto_files_claiming_the_same_rank(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_same_file_twice(tmp_path: Path, fmt: str) -> None:
-    path = trace(tmp_path, fmt)
-    assert_error(tmp_path, analyze(tmp_path, path, tmp_path), str(path), "given twice")
+    folder = tmp_path / "run"  # the report goes beside it, not inside the input folder
+    folder.mkdir()
+    path = trace(folder, fmt)
+    assert_error(tmp_path, analyze(tmp_path, path, folder), str(path), "given twice")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
