@@ -86,6 +86,25 @@ def test_page_is_self_contained(tmp_path: Path) -> None:
     assert timeline_markup(page, 0).count('class="k"') == kernels and memops == 0
 
 
+def test_gap_times_count_from_their_step_and_headings_wrap(tmp_path: Path) -> None:
+    """The longest gaps' "at" column counts from the start of the gap's step (not epoch milliseconds), and a
+    long kernel name in a heading wraps instead of running off the page."""
+    page = analyze_html(SAMPLE, tmp_path / "r.html")
+    table = page[page.index("<h3>Longest gaps</h3>"):]
+    table = table[: table.index("</table>")]
+    assert "at (from the step&#x27;s start)" in table or "at (from the step's start)" in table
+    rows = re.findall(r"<tr><td[^>]*>.*?</tr>", table)
+    assert rows
+    result = CliRunner().invoke(main, ["analyze", str(SAMPLE), "--no-cache", "--config", CONFIG, "--format", "json"])
+    report = json.loads(result.stdout)
+    step_ms = report["steps"]["step_ns_p50"] / 1e6
+    for row, gap in zip(rows, report["host_gaps"]["top"], strict=True):
+        at = re.findall(r"<td[^>]*>([^<]*)</td>", row)[3]
+        assert float(at.split()[0]) == pytest.approx(gap["step_offset_ns"] / 1e6, abs=0.01)
+        assert 0 <= gap["step_offset_ns"] < 2 * step_ms * 1e6
+    assert re.search(r"h1, h2, h3 \{ overflow-wrap: anywhere; \}", page)
+
+
 def test_hostile_names_are_escaped(tmp_path: Path) -> None:
     page = analyze_html(hostile_capture(tmp_path), tmp_path / "r.html", "--step", "^step ")
     assert "alert(" in page  # the names are shown ...

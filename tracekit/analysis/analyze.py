@@ -14,7 +14,7 @@ import duckdb
 import numpy as np
 
 from tracekit.analysis.accounting import StepAccount
-from tracekit.analysis.caveats import capture_caveats
+from tracekit.analysis.caveats import capture_caveats, caveat_texts
 from tracekit.analysis.detail import Detail, DetailReader
 from tracekit.analysis.device import DeviceAnalysis, analyze_device, step_marker
 from tracekit.analysis.gaps import CAUSES
@@ -119,7 +119,8 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     con = store.con
     caveats = capture_caveats(con)
     accounts = [a for r in results for a in r.accounts]
-    step_ns = [a.dur_ns for a in accounts]
+    complete = complete_steps(results)
+    step_ns = [a.dur_ns for a in complete]
     step_p50, step_p99 = _median(step_ns), _p(step_ns, 99)
     sources = sorted({r.source.kind for r in results})
 
@@ -130,18 +131,8 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         "total_ns": _median(gap_ns), "fraction": (_median(gap_ns) / step_p50) if step_p50 else 0.0,
         "by_cause": cause_ns, "top": _top_gaps(results, opts.top_gaps),
     }
-    # Question 2: exposed communication.
-    collectives = sorted({c for a in accounts for c in a.exposed_by_class} |
-                         {c for a in accounts for c in a.measured_by_class if c in rules.communication})
-    comm = _median([a.comm_ns for a in accounts])
-    exposed = _median([a.exposed_ns for a in accounts])
-    exposed_comm = {
-        "comm_ns": comm, "exposed_ns": exposed, "fraction": exposed / step_p50 if step_p50 else 0.0,
-        "overlap_fraction": (1 - exposed / comm) if comm else None,
-        "by_collective": {c: {"comm_ns": _median([a.measured_by_class.get(c, 0) for a in accounts]),
-                              "exposed_ns": _median([a.exposed_by_class.get(c, 0) for a in accounts])}
-                          for c in collectives},
-    }
+    # Question 2: exposed communication, every figure from one step (the median step).
+    exposed_comm = _exposed_comm(accounts, median_step(complete), rules.communication)
     # Floor and question 3: classes against budgets.
     floor_section, floor_result, effective = _floor_section(opts, step_p50)
     budgets = class_budgets(floor_result.parts, rules) if floor_result is not None else {}
@@ -152,7 +143,7 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
                                 mismatch)
     targets = ncu_targets(con, results, classes, opts.max_targets) if verdict == "kernel" else []
     per_rank = defaultdict(list)
-    for a in accounts:
+    for a in complete:
         per_rank[a.rank].append(a.dur_ns)
     rank_p50 = {r: _median(v) for r, v in per_rank.items()}
     slowest = max(rank_p50, key=lambda r: rank_p50[r]) if rank_p50 else None
@@ -162,7 +153,8 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         "config": {"name": opts.config, "overrides": opts.overrides, "effective": effective,
                    "threshold": opts.threshold, "min_excess_fraction": opts.min_excess_fraction,
                    "step_regex": opts.step_regex, "skip_steps": opts.skip_steps},
-        "steps": {"count": len(accounts), "source": sources, "step_ns_p50": step_p50, "step_ns_p99": step_p99,
+        "steps": {"count": len(accounts), "incomplete": len(accounts) - len(complete), "source": sources,
+                  "step_ns_p50": step_p50, "step_ns_p99": step_p99,
                   "per_rank_p50_ns": {str(r): v for r, v in sorted(rank_p50.items())},
                   "slowest_rank": slowest,
                   "straggler_ratio": (rank_p50[slowest] / _median(list(rank_p50.values()))) if slowest is not None
@@ -174,9 +166,47 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         "ncu_targets": targets,
         "verdict": verdict,
         "reasons": reasons,
-        "caveats": [c.text for c in caveats] + store.warnings,
+        "caveats": caveat_texts(caveats) + store.warnings,
     }
     return Analysis(report, results, store, opts)
+
+
+def complete_steps(results: list[DeviceAnalysis]) -> list[StepAccount]:
+    """The analysed steps whose window is complete: all but the last step of each device that has others.
+    Step i's window ends where step i+1's first operation starts; the last has no next step and ends at its
+    own last operation, so it is cut short (or runs long, through whatever came after the loop)."""
+    return [a for r in results for a in (r.accounts[:-1] if len(r.accounts) > 1 else r.accounts)]
+
+
+def median_step(accounts: list[StepAccount]) -> StepAccount | None:
+    """The (lower) median step by duration over all ranks and devices; ties by rank, device and step."""
+    ordered = sorted(accounts, key=lambda a: (a.dur_ns, a.rank, a.device_id, a.window.index))
+    return ordered[(len(ordered) - 1) // 2] if ordered else None
+
+
+def _exposed_comm(accounts: list[StepAccount], step: StepAccount | None,
+                  communication: frozenset[str]) -> dict[str, Any]:
+    """Question 2 from the figures of one step, so that they add up: each collective's kernel time
+    (``comm_ns``, a sum) less ``concurrent_ns`` (time two collectives' kernels overlapped) is the union
+    ``comm_ns``; the collectives' exposed shares sum to ``exposed_ns``. Collectives seen in any step are listed."""
+    collectives = sorted({c for a in accounts for c in a.exposed_by_class} |
+                         {c for a in accounts for c in a.measured_by_class if c in communication})
+    if step is None:
+        return {"step": None, "comm_ns": 0, "exposed_ns": 0, "fraction": 0.0, "overlap_fraction": None,
+                "exposed_under_memops_ns": 0, "overlap_fraction_incl_memops": None, "concurrent_ns": 0,
+                "by_collective": {c: {"comm_ns": 0, "exposed_ns": 0} for c in collectives}}
+    comm, exposed, under = step.comm_ns, step.exposed_ns, step.exposed_under_memops_ns
+    by = {c: {"comm_ns": step.measured_by_class.get(c, 0), "exposed_ns": step.exposed_by_class.get(c, 0)}
+          for c in collectives}
+    return {
+        "step": {"rank": step.rank, "device": step.device_id, "label": step.window.label, "dur_ns": step.dur_ns},
+        "comm_ns": comm, "exposed_ns": exposed, "fraction": exposed / step.dur_ns if step.dur_ns else 0.0,
+        "overlap_fraction": (1 - exposed / comm) if comm else None,
+        "exposed_under_memops_ns": under,
+        "overlap_fraction_incl_memops": (1 - (exposed - under) / comm) if comm else None,
+        "concurrent_ns": sum(v["comm_ns"] for v in by.values()) - comm,
+        "by_collective": by,
+    }
 
 
 def _kernel_time(results: list[DeviceAnalysis]) -> dict[str, list[tuple[str, int]]]:
@@ -222,7 +252,7 @@ def _verdict(opts: AnalyzeOptions, results: list[DeviceAnalysis], caveats: list,
              host_gaps: dict, exposed_comm: dict, classes: list[dict], step_p50: int,
              hardware_mismatch: str | None) -> tuple[str, list[str]]:
     reasons: list[str] = []
-    blocking = [c.text for c in caveats if c.kind == "graph_whole"]
+    blocking = caveat_texts([c for c in caveats if c.kind == "graph_whole"])
     if blocking:
         return "inconclusive", blocking
     if not results or step_p50 == 0:

@@ -25,6 +25,39 @@ class Caveat:
     text: str
 
 
+def _rank_list(ranks: list[int]) -> str:
+    """'0-3, 5, 7' for ranks 0, 1, 2, 3, 5, 7."""
+    ranks = sorted(set(ranks))
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs)
+
+
+def caveat_texts(caveats: list[Caveat]) -> list[str]:
+    """Each caveat once: ranks whose caveat says the same thing (after its ``rank N: `` prefix) share one
+    line naming them all (``ranks 0-7: ...``), in the order the first of them came."""
+    bodies: dict[str, list[int]] = {}
+    whole: dict[str, None] = {}
+    for c in caveats:
+        prefix = f"rank {c.rank}: "
+        if c.text.startswith(prefix):
+            bodies.setdefault(c.text[len(prefix):], []).append(c.rank)
+            whole.setdefault(c.text[len(prefix):], None)
+        else:
+            whole.setdefault(c.text, None)
+    out = []
+    for text in whole:
+        ranks = bodies.get(text)
+        if ranks is None:
+            out.append(text)
+        else:
+            out.append(f"rank{'s' if len(set(ranks)) > 1 else ''} {_rank_list(ranks)}: {text}")
+    return out
+
 
 def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
     """Caveats per rank: whole-graph capture, no NVTX/annotations, unmatched launches, a profiler capture that

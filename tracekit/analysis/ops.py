@@ -20,6 +20,7 @@ import pyarrow as pa
 from tracekit.budgets.classify import ClassRules, register_classes
 
 ORDER = "start_ns, end_ns, stream_id, code, pid, launch_start_ns, launch_end_ns, launch_tid, in_graph"
+MEMOP_CLASSES = frozenset({"memcpy", "memset"})  # a memory operation's class (and name) is its kind
 
 
 @dataclass
