@@ -21,7 +21,6 @@ from tracekit.store.ingest import open_store
 from tracekit.store.inputs import Inputs
 
 CONFIG = "dsv32-ep16"
-DLRM = Path(__file__).resolve().parents[2] / "shared" / "traces" / "torch" / "dlrm8_v100"
 
 
 @pytest.fixture(scope="module")
@@ -68,10 +67,10 @@ def test_cli_dask_engine_matches_local_run(two_ranks: Path, cluster) -> None:
     assert dask == local
 
 
-@pytest.mark.skipif(not DLRM.is_dir(), reason="shared traces not present")
-def test_dask_engine_on_real_eight_rank_kineto_set(cluster, tmp_path: Path) -> None:
-    local = cli_json(str(DLRM), "--cache-dir", str(tmp_path / "a"))
-    dask = cli_json(str(DLRM), "--cache-dir", str(tmp_path / "b"), "--engine", "dask",
+def test_dask_engine_on_real_eight_rank_kineto_set(cluster, tmp_path: Path, shared_traces: Path) -> None:
+    dlrm = shared_traces / "torch" / "dlrm8_v100"
+    local = cli_json(str(dlrm), "--cache-dir", str(tmp_path / "a"))
+    dask = cli_json(str(dlrm), "--cache-dir", str(tmp_path / "b"), "--engine", "dask",
                     "--scheduler", cluster.scheduler_address)
     assert dask == local and len(local["inputs"]) == 8
 

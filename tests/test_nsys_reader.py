@@ -14,14 +14,15 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import SHARED_TRACES
 
 from tracekit.errors import InputError
 from tracekit.parsers import reader_for, schema
 from tracekit.parsers.nsys import read_nsys
 from tracekit.store import summaries
 
-NSYS = Path(__file__).resolve().parents[2] / "shared" / "traces" / "nsys"
-needs_traces = pytest.mark.skipif(not NSYS.is_dir(), reason=f"shared traces not found at {NSYS}")
+NSYS = SHARED_TRACES / "nsys"
+needs_traces = pytest.mark.usefixtures("shared_traces")  # skips (fails under CI) without the folder
 
 MFU = "nsys-ai__mfu_2gpu_before"
 H100 = "nsys-ai__h100_2gpu_1s"
