@@ -61,6 +61,19 @@ def _floor_section(opts: AnalyzeOptions, step_p50: int) -> tuple[dict[str, Any] 
     return section, result, cfg.settings()
 
 
+def _gpu_models(con: duckdb.DuckDBPyConnection) -> dict[int, list[str]]:
+    """Per rank, the GPU models that ran its kernels (what `diff` compares across captures)."""
+    out: dict[int, list[str]] = defaultdict(list)
+    for rank, name in con.execute("""
+        SELECT DISTINCT d.rank, trim(d.name) FROM devices d
+        WHERE coalesce(trim(d.name), '') <> ''
+          AND EXISTS (SELECT 1 FROM kernels k WHERE k.rank = d.rank AND k.device_id = d.device_id)
+        ORDER BY 1, 2
+    """).fetchall():
+        out[rank].append(name)
+    return out
+
+
 def _hardware_mismatch(con: duckdb.DuckDBPyConnection, hardware_key: str) -> str | None:
     """The capture's GPU names that are not the config's hardware (matched as a whole word of the name,
     so an H200 is not taken for an H20); None when they match or the capture names no GPU."""
@@ -147,9 +160,11 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         per_rank[a.rank].append(a.dur_ns)
     rank_p50 = {r: _median(v) for r, v in per_rank.items()}
     slowest = max(rank_p50, key=lambda r: rank_p50[r]) if rank_p50 else None
+    gpus = _gpu_models(con)
     report = {
         "schema": REPORT_SCHEMA,
-        "inputs": [{"rank": f.rank, "path": str(f.source), "format": f.fmt} for f in store.files],
+        "inputs": [{"rank": f.rank, "path": str(f.source), "format": f.fmt, "gpus": gpus.get(f.rank, [])}
+                   for f in store.files],
         "config": {"name": opts.config, "overrides": opts.overrides, "effective": effective,
                    "threshold": opts.threshold, "min_excess_fraction": opts.min_excess_fraction,
                    "step_regex": opts.step_regex, "skip_steps": opts.skip_steps},
