@@ -23,6 +23,8 @@ from tracekit.analysis.ops import Vocabulary, prepare
 from tracekit.analysis.options import BELOW_FLOOR_TOLERANCE, MIN_GAP_FINDING_NS, REPORT_SCHEMA, AnalyzeOptions
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import load_rules
+from tracekit.errors import InputError
+from tracekit.parsers.schema import NO_GPU_ACTIVITY
 from tracekit.store.ingest import Store
 
 
@@ -117,8 +119,18 @@ def run_analysis(store: Store, opts: AnalyzeOptions) -> Analysis:
     return build_analysis(store, opts, analyze_devices(store, opts))
 
 
+def refuse_without_gpu_activity(store: Store) -> None:
+    """An input error naming the first file whose capture has no GPU activity (its reader's note says why)."""
+    row = store.con.execute("SELECT rank, detail FROM read_notes WHERE kind = ? ORDER BY rank LIMIT 1",
+                            [NO_GPU_ACTIVITY]).fetchone()
+    if row is not None:
+        source = next((f.source for f in store.files if f.rank == row[0]), store.files[0].source)
+        raise InputError(f"{source}: {row[1]}")
+
+
 def analyze_devices(store: Store, opts: AnalyzeOptions) -> list[DeviceAnalysis]:
     """The per-rank part: every device's steps, accounted in bounded batches and reduced to summaries."""
+    refuse_without_gpu_activity(store)
     rules = load_rules(opts.config)
     con = store.con
     pairs = prepare(con, rules)

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import duckdb
 
+from tracekit.parsers.schema import NO_GPU_ACTIVITY
+
 GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
 
 
@@ -122,6 +124,9 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
         if kind == "unmatched_launch" or kind in INFORMATIONAL_NOTES:
             continue  # counted above from the tables themselves, or no limit on what can be concluded
         if kind == "skipped_events" and detail in EXPECTED_SKIPS:
+            continue
+        if kind == NO_GPU_ACTIVITY:
+            caveats.append(Caveat(kind, rank, f"rank {rank}: no GPU activity: {detail}"))
             continue
         caveats.append(Caveat(kind, rank, f"rank {rank}: {kind}: {count} ({detail})" if detail
                               else f"rank {rank}: {kind}: {count}"))
