@@ -294,7 +294,7 @@ def test_an_edit_in_place_that_keeps_size_mtime_and_ends_gets_a_new_store(tmp_pa
 
     spec, _ = decode_capture({c: 100_000 for c in ("gemm", "attn_core", "indexer", "moe_experts", "norm_elementwise",
                                                    "quant", "sampling", "embedding", "a2a_dispatch",
-                                                   "a2a_combine")}, steps=300)
+                                                   "a2a_combine")} | {"gemm": 300_000}, steps=300)
     trace = tmp_path / "run.sqlite"
     write_nsys(dataclasses.replace(spec), trace)
     size = trace.stat().st_size

@@ -135,8 +135,8 @@ def synthetic_seed(name: str, fmt: str) -> bytes:
     from fixtures.scenarios import NAMES, GapPlan, decode_capture
     from fixtures.synth import MemOp, write_kineto, write_nsys
 
-    spec, _ = decode_capture({c: 20_000 for c in NAMES}, steps=2, gaps=GapPlan(launch_ns=5_000, sync_ns=3_000),
-                             exposed_dispatch_ns=4_000)
+    spec, _ = decode_capture({**{c: 20_000 for c in NAMES}, "gemm": 90_000}, steps=2,
+                             gaps=GapPlan(launch_ns=5_000, sync_ns=3_000), exposed_dispatch_ns=4_000)
     if name == "copies":
         starts = sorted(k.start_ns for k in spec.kernels)
         spec = dataclasses.replace(spec, rank=1, memops=[
