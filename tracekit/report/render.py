@@ -4,8 +4,9 @@ A command builds a ``Document`` (titled polars tables plus, optionally, a JSON d
 and calls ``emit``. Text that came from a trace is untrusted: every renderer makes it inert (control
 characters and ANSI escapes shown escaped, Markdown and HTML markup escaped). The human formats fit the
 reader: a table fits the terminal (``COLUMNS``, else the width of the terminal on stdout or stderr),
-long names are shortened in the middle so their distinguishing tail stays, nanoseconds print as
-plain integers and milliseconds with 3 decimals. JSON and CSV keep every name whole and every number as is.
+long names are shortened in the middle so their distinguishing tail stays, nanoseconds print as plain
+integers, milliseconds with 3 decimals and percentages with 1. JSON and CSV keep every name whole and
+every number as is.
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ def shorten(text: str, width: int) -> str:
 
 
 def column_unit(name: str) -> str | None:
-    """'ns' or 'ms' when a column's name says its values are in that unit."""
-    return "ns" if _NS_COLUMN.search(name) else "ms" if _MS_COLUMN.search(name) else None
+    """'ns', 'ms' or '%' when a column's name says its values are in that unit."""
+    if _NS_COLUMN.search(name):
+        return "ns"
+    return "ms" if _MS_COLUMN.search(name) else "%" if name.endswith("%") else None
 
 
 def _number(value: float) -> str:
@@ -84,6 +87,8 @@ def _cell(value: object, unit: str | None = None) -> str:
             return str(round(value))
         if unit == "ms" and math.isfinite(value):
             return f"{value:,.3f}"
+        if unit == "%" and math.isfinite(value):
+            return f"{value:,.1f}"
         return _number(value)
     return inert(value)
 
