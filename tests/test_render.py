@@ -13,7 +13,8 @@ import pytest
 
 from tracekit.analysis.caveats import Caveat, caveat_texts
 from tracekit.report.document import Document, Table
-from tracekit.report.render import emit, render, shorten
+from tracekit.report.render import emit, render
+from tracekit.report.text import shorten
 
 LONG = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl<at::native::BinaryFunctor<float, "
         "float, float, at::native::binary_internal::MulFunctor<float>>>(at::TensorIteratorBase&, "

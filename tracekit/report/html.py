@@ -17,7 +17,7 @@ from tracekit.files import write_atomically
 from tracekit.report.document import Document
 from tracekit.report.html_assets import CSS, JS
 from tracekit.report.html_charts import class_bars, esc, floor_bars, legend, ms, timeline, walls_chart
-from tracekit.report.render import shorten
+from tracekit.report.text import shorten
 from tracekit.report.timeline import CAUSE_COLOURS, EXPOSED_COLOUR, analysis_colours, pictures
 
 NAME_CHARS = 160

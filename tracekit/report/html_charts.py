@@ -10,7 +10,7 @@ import html
 import math
 from typing import Any
 
-from tracekit.report.render import inert
+from tracekit.report.text import inert
 from tracekit.report.timeline import CAUSE_COLOURS, EXPOSED_COLOUR, StepPicture
 
 LANE_PX = 24

@@ -27,6 +27,7 @@ from rich.text import Text
 
 from tracekit.files import write_atomically
 from tracekit.report.document import Document, Table
+from tracekit.report.text import inert, markdown_escape, shorten
 
 FORMATS = ("table", "markdown", "csv", "json", "html")
 DEFAULT_WIDTH = 160  # a table's width when neither COLUMNS nor a terminal says otherwise
@@ -34,24 +35,8 @@ MARKDOWN_NAME_CHARS = 120  # a Markdown cell longer than this is shortened in th
 MIN_NAME_CHARS = 16  # a name column is never squeezed below this in a table
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
 _NS_COLUMN = re.compile(r"(^|[ _(])ns\)?$")
 _MS_COLUMN = re.compile(r"(^|[ _(])ms($|[ _)])")
-
-
-def inert(text: object) -> str:
-    """Make untrusted text safe to print: control characters (ANSI escapes, newlines) become escapes."""
-    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), str(text))
-
-
-def shorten(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters in the middle, keeping more of the tail (where kernel names
-    carry their template arguments and signature, the part that tells one from another)."""
-    if len(text) <= width:
-        return text
-    head = max(1, (width - 1) * 2 // 5)
-    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
 def column_unit(name: str) -> str | None:
@@ -96,12 +81,6 @@ def _cell(value: object, unit: str | None = None) -> str:
 def _cells(frame: pl.DataFrame) -> list[list[str]]:
     """Every cell of ``frame`` as display text, column by column."""
     return [[_cell(v, column_unit(c)) for v in frame[c].to_list()] for c in frame.columns]
-
-
-def markdown_escape(text: str) -> str:
-    """Escape Markdown and HTML markup so the text renders literally in an issue tracker."""
-    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
-    return escaped.replace("<", "&lt;").replace(">", "&gt;")
 
 
 def render_markdown(doc: Document) -> str:
