@@ -125,8 +125,9 @@ def render_json(doc: Document) -> str:
 
 
 def _fit(widths: list[int], shrinkable: list[bool], total: int) -> list[int]:
-    """Column widths within ``total`` characters of content: the shrinkable (text) columns give up width,
-    the widest first, down to ``MIN_NAME_CHARS``; the others keep theirs."""
+    """Column widths within ``total`` characters of content: the others keep theirs, and the shrinkable
+    (text) columns share the rest evenly (water-filling: a narrow one keeps its width and leaves its unused
+    share to the wider ones), none below ``MIN_NAME_CHARS``."""
     fixed = sum(w for w, s in zip(widths, shrinkable, strict=True) if not s)
     flexible = sorted((w, i) for i, (w, s) in enumerate(zip(widths, shrinkable, strict=True)) if s)
     budget, out = total - fixed, list(widths)
