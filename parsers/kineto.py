@@ -27,6 +27,7 @@ import msgspec
 from tracekit.errors import InputError
 from tracekit.parsers.kineto_events import Event, as_int, decode, route
 from tracekit.parsers.kineto_tables import TableWriter
+from tracekit.parsers.schema import NO_GPU_ACTIVITY
 
 CHUNK_EVENTS = 100_000
 _READ_BLOCK_BYTES = 1 << 24
@@ -46,7 +47,8 @@ def read_kineto(path: Path, con: duckdb.DuckDBPyConnection) -> None:
     """Read one Kineto trace file into the store tables of ``con`` (see ``tracekit.parsers``).
 
     Raises InputError for truncated or invalid JSON, a corrupt gzip, JSON that is not a profiler trace,
-    and a trace with no GPU events (the store then discards the half-written database).
+    and a trace whose GPU events are all unreadable (the store then discards the half-written database). A
+    CPU-only trace (no GPU events at all) is read, with a ``no_gpu_activity`` note that the analysis refuses.
     """
     path = Path(path)
     # Millions of short-lived tuples/lists per file: the cyclic GC would rescan them all, for no cycles.
@@ -159,8 +161,10 @@ class _Reader:
             if unreadable:
                 raise InputError(f"{self.path}: no GPU event with readable times ({unreadable} with ts/dur missing or "
                                  "beyond int64 ns); the trace is damaged: export or capture it again")
-            raise InputError(f"{self.path}: no GPU events (CPU-only trace: no kernel, memcpy or memset); profile "
-                             "with torch.profiler.ProfilerActivity.CUDA")
+            # A CPU-only trace: stored, so `info` can describe it; the analysis refuses it with this note.
+            self.con.execute("INSERT INTO read_notes VALUES (?, ?, 1, ?)", [self.rank, NO_GPU_ACTIVITY, (
+                "no GPU events (CPU-only trace: no kernel, memcpy or memset); profile with "
+                "torch.profiler.ProfilerActivity.CUDA")])
         self._finish()
 
     def _load_chunk(self, events: list[Event]) -> int:

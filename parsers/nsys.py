@@ -21,6 +21,7 @@ import duckdb
 import pyarrow as pa
 
 from tracekit.errors import InputError
+from tracekit.parsers.schema import NO_GPU_ACTIVITY
 
 from .nsys_meta import KERNEL_TABLE, ExportInfo, inspect_export
 from .nsys_ranks import assign_process_ranks
@@ -204,7 +205,8 @@ class _Loader:
                   "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "graphId",
                   "graphNodeId"]  # fmt: skip
         found = self._columns(KERNEL_TABLE, wanted, wanted[:8])
-        assert found is not None, "inspect_export guarantees the kernel table"
+        if found is None:  # no kernel table: a capture without CUDA tracing (noted by _notes)
+            return
         table, select = found
         have = set(self.info.tables[table])
         opt = {c: (f'k."{c}"' if c in have else "NULL") for c in wanted}
@@ -399,6 +401,9 @@ class _Loader:
             ))  # fmt: skip
         if self.missing:
             self.notes.append(("missing_table", len(self.missing), ", ".join(self.missing)))
+        if self.con.execute("SELECT count(*) FROM kernels").fetchall()[0][0] == 0:
+            self.notes.append((NO_GPU_ACTIVITY, 1, "Nsight Systems export has no CUDA kernels; capture with "
+                               "`nsys profile -t cuda`"))
         if self.replaced:
             self.notes.append((
                 "invalid_utf8", self.replaced, "strings with invalid UTF-8, decoded with replacement",

@@ -126,9 +126,8 @@ def _inspect(path: Path, uri: str, db: sqlite3.Connection) -> ExportInfo:
     if not is_nsys:
         raise InputError(f"{path}: SQLite file is not an Nsight Systems export (no StringIds/CUPTI tables); "
                          "export the .nsys-rep with `nsys export --type sqlite`")
-    kernels = info.table(KERNEL_TABLE)
-    if kernels is None or db.execute(f"SELECT 1 FROM {kernels} LIMIT 1").fetchone() is None:
-        raise InputError(f"{path}: Nsight Systems export has no CUDA kernels; capture with `nsys profile -t cuda`")
+    # An export without kernels (CPU, OS runtime, NVTX only) is read all the same: `info` describes it, and
+    # the reader notes `no_gpu_activity`, which the analysis refuses.
     _read_meta(info, db)
     _read_gpus(info, db)
     if (processes := info.table("PROCESSES")) is not None:

@@ -67,6 +67,9 @@ TABLES: dict[str, str] = {
 }
 
 EVENT_TABLES = ("kernels", "memops", "api_calls", "ranges")
+# read_notes kind of a capture without GPU activity (its detail: why, and what to capture instead). Such a
+# file is stored, so `info` describes it; the analysis refuses it with that detail.
+NO_GPU_ACTIVITY = "no_gpu_activity"
 
 
 def create_tables(con: duckdb.DuckDBPyConnection) -> None:

@@ -18,7 +18,6 @@ from tracekit.analysis.options import AnalyzeOptions
 from tracekit.store.ingest import open_store
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 GAPS = GapPlan(launch_ns=300_000, sync_ns=200_000, host_idle_ns=100_000, dependency_ns=150_000)
 SMALL = 50  # operations per batch: a few steps of the planted capture
 TINY = 1  # every step a batch of its own
@@ -78,10 +77,10 @@ def test_skipped_steps_and_step_regex_same_report_in_small_batches(monkeypatch: 
     assert report["steps"]["count"] > 1
 
 
-def test_multi_rank_real_set_same_report_in_small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
-    ranks = sorted((SHARED / "torch" / "dlrm8_v100").glob("*.json*"))
-    if not ranks:
-        pytest.skip("shared real traces absent")
+def test_multi_rank_real_set_same_report_in_small_batches(monkeypatch: pytest.MonkeyPatch,
+                                                          shared_traces: Path) -> None:
+    ranks = sorted((shared_traces / "torch" / "dlrm8_v100").glob("*.json*"))
+    assert len(ranks) == 8
     # One ProfilerStep per rank: nested annotations as steps give each rank many steps to batch.
     report = assert_same_when_batched(ranks, monkeypatch, SMALL, step_regex=r"^(## |nccl:|DistributedDataParallel)")
     assert len(report["inputs"]) == 8 and report["steps"]["count"] >= 8 * 10

@@ -51,10 +51,17 @@ def test_planted_gaps_exposed_comm_and_slow_class_are_recovered(tmp_path: Path, 
     assert close(report["steps"]["step_ns_p50"], truth.step_ns)
     for cause, ns in truth.gaps_by_cause_ns.items():
         assert close(report["host_gaps"]["by_cause"][cause], ns), cause
-    assert close(report["host_gaps"]["total_ns"], sum(truth.gaps_by_cause_ns.values()))
-    by_coll = report["exposed_comm"]["by_collective"]
-    assert close(by_coll["a2a_dispatch"]["exposed_ns"], truth.exposed_by_collective_ns["a2a_dispatch"])
+    # The totals, exactly: every planted time is a whole number of nanoseconds in both formats.
+    assert report["host_gaps"]["total_ns"] == truth.host_gap_ns
+    ec = report["exposed_comm"]
+    assert (ec["comm_ns"], ec["exposed_ns"]) == (truth.comm_ns, truth.exposed_ns)
+    assert ec["overlap_fraction"] == pytest.approx(1 - truth.exposed_ns / truth.comm_ns)
+    by_coll = ec["by_collective"]
+    assert by_coll["a2a_dispatch"]["exposed_ns"] == truth.exposed_by_collective_ns["a2a_dispatch"]
     assert by_coll["a2a_combine"]["exposed_ns"] == 0
+    # The rows add up: kernel time less the concurrent collectives is the union; the shares are the exposed.
+    assert sum(v["comm_ns"] for v in by_coll.values()) - ec["concurrent_ns"] == ec["comm_ns"]
+    assert sum(v["exposed_ns"] for v in by_coll.values()) == ec["exposed_ns"]
     flagged = [c["name"] for c in report["classes"] if c["over_budget"]]
     assert flagged == ["attn_core"]
     measured = {c["name"]: c["measured_ns"] for c in report["classes"]}
@@ -147,7 +154,9 @@ def test_without_config_questions_are_answered_and_verdict_says_why(tmp_path: Pa
     code, report = analyze_json(write(spec, tmp_path, "nsys"), "--gate")
     assert report["verdict"] == "inconclusive" and code == 12
     assert any("--config" in r for r in report["reasons"])
-    assert close(report["host_gaps"]["total_ns"], sum(truth.gaps_by_cause_ns.values()))
+    assert report["host_gaps"]["total_ns"] == truth.host_gap_ns
+    assert (report["exposed_comm"]["comm_ns"], report["exposed_comm"]["exposed_ns"]) == (truth.comm_ns,
+                                                                                         truth.exposed_ns)
     assert report["floor"] is None and all(c["budget_ns"] is None for c in report["classes"])
 
 

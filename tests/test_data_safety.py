@@ -156,3 +156,232 @@ def test_leftover_temporary_store_of_a_killed_ingest_is_never_read(tmp_path: Pat
     db.with_suffix(".json").unlink()
     assert ingest(cache)["reused"] is False
     assert info(cache) == info(tmp_path / "clean")
+
+
+# ---- no output over an input -----------------------------------------------------------------------
+
+OUTPUT_OPTIONS = ("--out", "--perfetto", "--parquet", "--plots", "--plot", "--cache-dir")
+DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
+
+
+READ_PARAMS = {"inputs", "before", "results", "config"}
+
+
+def output_options() -> list[tuple[str, str]]:
+    """(command, option) for every registered command that reads a file, by each option that writes one."""
+    return [(name, opt) for name, command in sorted(main.commands.items())
+            if READ_PARAMS & {p.name for p in command.params}
+            for p in command.params for opt in p.opts if opt in OUTPUT_OPTIONS]
+
+
+def test_every_command_with_an_output_is_covered() -> None:
+    found = output_options()
+    assert {("analyze", "--out"), ("export", "--perfetto"), ("export", "--parquet"), ("analyze", "--plots"),
+            ("diff", "--out"), ("floor", "--out"), ("info", "--cache-dir")} <= set(found)
+
+
+def refused(args: list[object], option: str, fragment: str | None, before: dict) -> None:
+    """Exit 2 with one line naming ``option`` (and ``fragment``, as docs/errors.md has it); inputs untouched.
+    ``fragment`` None: click itself refuses the path (a file given to a folder option)."""
+    code, out, err = run(*args)
+    assert code == 2 and out == "", (args, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tracekit: error: ") and option in lines[0], err
+    if fragment is not None:
+        assert lines[0].startswith(f"tracekit: error: {option} ") and fragment in lines[0], err
+        assert fragment in DOC.read_text()
+    assert snapshot([Path(p) for p in before]) == before, args
+
+
+def is_folder_option(name: str, option: str) -> bool:
+    param = next(p for p in main.commands[name].params if option in p.opts)
+    return getattr(param.type, "file_okay", True) is False
+
+
+def command_args(name: str, inputs: list[Path], tmp_path: Path) -> list[object] | None:
+    """A call of ``name`` that reads ``inputs`` (a config file for the config-only commands)."""
+    params = {p.name for p in main.commands[name].params}
+    if "inputs" in params:
+        return [name, *inputs, "--cache-dir", tmp_path / "cache"]
+    if {"before", "after"} <= params:
+        return [name, inputs[0], inputs[-1], "--cache-dir", tmp_path / "cache"]
+    if "results" in params:
+        return [name, *inputs, "--config", "dsv32-ep16"]
+    if "config" in params:  # floor, walls, cost, predict: a config file is what they read
+        return [name, "--config", inputs[0]]
+    return None
+
+
+@pytest.mark.parametrize(("name", "option"), output_options())
+def test_an_output_over_an_input_is_refused(tmp_path: Path, name: str, option: str) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    params = {p.name for p in main.commands[name].params}
+    if "inputs" in params or {"before", "after"} <= params:
+        trace = work / SAMPLE.name
+        trace.write_bytes(SAMPLE.read_bytes())
+    else:
+        trace = work / "mine.toml"
+        trace.write_text('extends = "dsv32-ep16"\n')
+    args = command_args(name, [trace], tmp_path)
+    assert args is not None
+    if option == "--cache-dir" and "--cache-dir" in args:
+        args = args[: args.index("--cache-dir")]
+    before = snapshot([trace])
+    refused([*args, option, trace], option, None if is_folder_option(name, option) else "is an input", before)
+
+    # A folder of rank files: nothing is written inside it.
+    params = {p.name for p in main.commands[name].params}
+    if "inputs" in params or {"before", "after"} <= params:
+        args = command_args(name, [work], tmp_path)
+        assert args is not None
+        if option == "--cache-dir":
+            args = args[: args.index("--cache-dir")]
+        refused([*args, option, work / "inside" / "out.json"], option, "inside the input folder", before)
+        assert sorted(p.name for p in work.iterdir()) == [SAMPLE.name]
+
+
+def test_an_output_that_is_a_link_to_an_input_is_refused(tmp_path: Path) -> None:
+    trace = tmp_path / SAMPLE.name
+    trace.write_bytes(SAMPLE.read_bytes())
+    (tmp_path / "hard.sqlite").hardlink_to(trace)
+    (tmp_path / "soft.sqlite").symlink_to(trace)
+    before = snapshot([trace])
+    for alias in ("hard.sqlite", "soft.sqlite"):
+        refused(["analyze", trace, "--no-cache", "--out", tmp_path / alias], "--out", "is an input", before)
+
+
+def test_atomic_writes_never_change_the_umask(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new file gets 0666 less the umask from the kernel; a replaced file keeps its mode; the
+    process-wide umask (shared with every thread) is never set, not even for a moment."""
+    import os
+
+    from tracekit.files import write_atomically
+
+    old = os.umask(0o027)
+    try:
+        def no_umask(_: int) -> int:
+            raise AssertionError("os.umask called")
+
+        monkeypatch.setattr(os, "umask", no_umask)
+        new = tmp_path / "new.txt"
+        write_atomically(new, "a")
+        assert new.stat().st_mode & 0o777 == 0o640 and new.read_text() == "a"
+        kept = tmp_path / "kept.txt"
+        kept.write_text("old")
+        kept.chmod(0o600)
+        write_atomically(kept, "b")
+        assert kept.stat().st_mode & 0o777 == 0o600 and kept.read_text() == "b"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.txt", "new.txt"]
+    finally:
+        monkeypatch.undo()
+        os.umask(old)
+
+
+# ---- the store key cannot be fooled by an edit in place ----------------------------------------------
+
+
+def test_an_edit_in_place_that_keeps_size_mtime_and_ends_gets_a_new_store(tmp_path: Path) -> None:
+    """The key hashes the whole file: bytes changed in the middle of a trace, with its size, mtime and first
+    and last 64 KiB as they were (what the old sampled key looked at), give a new store with the new data."""
+    import dataclasses
+    import os
+    import sqlite3
+
+    from fixtures.scenarios import decode_capture
+    from fixtures.synth import write_nsys
+    from tracekit.store.ingest import file_key
+
+    spec, _ = decode_capture({c: 100_000 for c in ("gemm", "attn_core", "indexer", "moe_experts", "norm_elementwise",
+                                                   "quant", "sampling", "embedding", "a2a_dispatch",
+                                                   "a2a_combine")} | {"gemm": 300_000}, steps=300)
+    trace = tmp_path / "run.sqlite"
+    write_nsys(dataclasses.replace(spec), trace)
+    size = trace.stat().st_size
+    assert size > 4 * 64 * 1024  # the middle lies outside the sampled ends
+    cache = tmp_path / "cache"
+    code, out, err = run("kernels", trace, "--cache-dir", cache, "--format", "json")
+    assert code == 0, err
+    total = sum(r["total_ns"] for r in json.loads(out)["kernels by name"])
+    key, head, tail, stat = file_key(trace), *_ends(trace), trace.stat()
+
+    con = sqlite3.connect(trace)  # one kernel 1 us longer: pages in the middle change, the size does not
+    (rowid,) = con.execute("SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start "
+                           "LIMIT 1 OFFSET (SELECT count(*) / 2 FROM CUPTI_ACTIVITY_KIND_KERNEL)").fetchone()
+    con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = "end" + 1000 WHERE rowid = ?', (rowid,))
+    con.commit()
+    con.close()
+    os.utime(trace, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert (trace.stat().st_size, trace.stat().st_mtime_ns) == (size, stat.st_mtime_ns)
+    if _ends(trace) == (head, tail):  # the edit left the sampled ends alone: the old key would have reused
+        assert file_key(trace) != key
+    code, out, err = run("kernels", trace, "--cache-dir", cache, "--format", "json")
+    assert code == 0, err
+    assert sum(r["total_ns"] for r in json.loads(out)["kernels by name"]) == total + 1000
+
+
+def _ends(path: Path) -> tuple[bytes, bytes]:
+    data = path.read_bytes()
+    return data[: 64 * 1024], data[-64 * 1024:]
+
+
+def test_file_key_follows_the_content_not_the_name_or_mtime(tmp_path: Path) -> None:
+    import os
+
+    from tracekit.store.ingest import file_key
+
+    a = tmp_path / "a.sqlite"
+    a.write_bytes(bytes(range(256)) * 4096)  # 1 MiB
+    key = file_key(a)
+    b = tmp_path / "b.sqlite"
+    b.write_bytes(a.read_bytes())
+    os.utime(b, ns=(1, 1))
+    assert file_key(b) == key  # the same bytes elsewhere, another mtime: the same store
+    data = bytearray(a.read_bytes())
+    data[len(data) // 2] ^= 1
+    st = a.stat()
+    a.write_bytes(bytes(data))
+    os.utime(a, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert file_key(a) != key
+
+
+def test_two_ingests_never_build_into_one_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ingests pick their temporary name at once, and the name generator gives both the same name
+    first (the race: a name made free by unlink is taken again before DuckDB creates it). Each must still
+    build in a place of its own, and the cache ends with one good store."""
+    import tempfile
+    import threading
+
+    import tracekit.store.ingest as ingest_module
+
+    names = iter(["same", "same", *(f"n{i}" for i in range(100))])
+    monkeypatch.setattr(tempfile, "_get_candidate_names", lambda: names)
+    barrier = threading.Barrier(2, timeout=30)
+    opened: list[str] = []
+    real_connect = ingest_module.duckdb.connect
+
+    def connect(database: str = ":memory:", *args: object, **kwargs: object):
+        if database.endswith("store.duckdb"):
+            opened.append(database)
+            barrier.wait()  # both have chosen where to build; neither has created the file yet
+        return real_connect(database, *args, **kwargs)
+
+    monkeypatch.setattr(ingest_module.duckdb, "connect", connect)
+    cache = tmp_path / "cache"
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            ingest_module.ingest_file(SAMPLE, cache)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(opened) == 2 and opened[0] != opened[1]
+    monkeypatch.undo()
+    assert ingest(cache)["reused"] is True
+    assert sorted(p.suffix for p in cache.iterdir()) == [".duckdb", ".json", ".lock"]

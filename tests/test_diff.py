@@ -115,3 +115,70 @@ def test_human_formats_render(captures: dict[str, Any]) -> None:
                                            "--format", fmt])
         assert result.exit_code == 0, result.output
         assert "attn_core" in result.stdout.replace("\\_", "_")  # markdown escapes the underscore
+
+
+def edited(report: Path, tmp_path: Path, name: str, change) -> Path:
+    """A copy of a v1 report with ``change`` applied to its dict."""
+    doc = json.loads(report.read_text())
+    change(doc)
+    out = tmp_path / f"{name}.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def test_a_step_change_within_noise_gets_absolute_deltas_and_no_shares(captures: dict[str, Any],
+                                                                         tmp_path: Path) -> None:
+    """5 us more host-code gap in a ~25 ms step: the largest change is named with its absolute delta, and no
+    'share of the step change' (which can run to thousands of percent) is given."""
+    def five_us(doc: dict) -> None:
+        doc["steps"]["step_ns_p50"] += 5_000
+        doc["host_gaps"]["by_cause"]["host_code"] += 5_000
+        doc["host_gaps"]["total_ns"] += 5_000
+
+    fixed = captures["fixed_report"]
+    after = edited(fixed, tmp_path, "after", five_us)
+    code, doc, _ = diff(str(fixed), str(after))
+    assert code == 0 and doc["step"]["significant"] is False and doc["conclusive"] is True
+    assert all(c["share_of_step_delta"] is None for c in doc["changes"])
+    assert (doc["changes"][0]["name"], doc["changes"][0]["delta_ns"]) == ("host_code", 5_000)
+    table = CliRunner().invoke(main, ["diff", str(fixed), str(after), "--format", "markdown"]).stdout
+    assert "largest change: host gap: host\\_code +0.005 ms" in table and "% of the step change" not in table
+    assert "within noise" in table
+    # A significant change keeps its shares.
+    _, doc, _ = diff(str(captures["slow_report"]), str(fixed))
+    assert doc["step"]["significant"] is True and doc["changes"][0]["share_of_step_delta"] is not None
+
+
+def test_both_sides_reasons_and_caveats_are_shown(captures: dict[str, Any], tmp_path: Path) -> None:
+    after = edited(captures["fixed_report"], tmp_path, "after",
+                   lambda d: d["caveats"].append("rank 0: a caveat of the AFTER capture"))
+    for fmt in ("table", "markdown"):
+        out = CliRunner().invoke(main, ["diff", str(captures["slow_report"]), str(after), "--format", fmt]).stdout
+        out = out.replace("\\", "")  # markdown escapes
+        assert "caveat: AFTER: rank 0: a caveat of the AFTER capture" in out
+        assert "reason: BEFORE: step p50" in out and "reason: AFTER: step p50" in out
+
+
+INCOMPARABLE = {
+    "other GPUs": (lambda d: [i.update(gpus=["NVIDIA H100 80GB HBM3"]) for i in d["inputs"]], "different GPUs"),
+    "other config hardware": (lambda d: d["floor"].update(hardware="h200"), "different hardware"),
+    "other config": (lambda d: d["config"]["effective"].update(batch=1), "different configs"),
+    "other step source": (lambda d: d["steps"].update(source=["graph_launch"]), "steps were found differently"),
+    "whole capture": (lambda d: d["steps"].update(source=["whole_capture"]), "AFTER has no step markers"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INCOMPARABLE))
+def test_sides_that_do_not_compare_are_inconclusive_and_never_pass_a_gate(captures: dict[str, Any],
+                                                                          tmp_path: Path, case: str) -> None:
+    change, why = INCOMPARABLE[case]
+    slow = captures["slow_report"]
+    after = edited(captures["fixed_report"], tmp_path, "after", change)  # faster: it would pass every gate
+    code, doc, _ = diff(str(slow), str(after))
+    assert code == 0 and doc["conclusive"] is False and any(why in r for r in doc["inconclusive"])
+    for gate_args in (["--fail-if-slower", "50%"], ["--expect-faster", "attn_core"]):
+        code, doc, _ = diff(str(slow), str(after), *gate_args)
+        assert code == 12 and doc["gate"]["exit_status"] == 12
+        assert doc["gate"]["reasons"][0].startswith("the diff is inconclusive: ")
+    table = CliRunner().invoke(main, ["diff", str(slow), str(after), "--format", "table"]).stdout
+    assert "inconclusive: " in table and why in " ".join(table.split())

@@ -22,7 +22,6 @@ from tracekit.store.ingest import open_store
 from tracekit.store.inputs import Inputs
 
 CONFIG = "dsv32-ep16"
-DLRM = Path(__file__).resolve().parents[2] / "shared" / "traces" / "torch" / "dlrm8_v100"
 
 
 @pytest.fixture(scope="module")
@@ -69,25 +68,38 @@ def test_cli_dask_engine_matches_local_run(two_ranks: Path, cluster) -> None:
     assert dask == local
 
 
-@pytest.mark.skipif(not DLRM.is_dir(), reason="shared traces not present")
-def test_dask_engine_on_real_eight_rank_kineto_set(cluster, tmp_path: Path) -> None:
-    local = cli_json(str(DLRM), "--cache-dir", str(tmp_path / "a"))
-    dask = cli_json(str(DLRM), "--cache-dir", str(tmp_path / "b"), "--engine", "dask",
+def test_dask_engine_on_real_eight_rank_kineto_set(cluster, tmp_path: Path, shared_traces: Path) -> None:
+    dlrm = shared_traces / "torch" / "dlrm8_v100"
+    local = cli_json(str(dlrm), "--cache-dir", str(tmp_path / "a"))
+    dask = cli_json(str(dlrm), "--cache-dir", str(tmp_path / "b"), "--engine", "dask",
                     "--scheduler", cluster.scheduler_address)
     assert dask == local and len(local["inputs"]) == 8
 
 
 def test_repeat_analyze_reads_the_cached_report(two_ranks: Path, tmp_path: Path) -> None:
+    from tracekit.analysis.engine import read_cached_report, write_cached_report
+
     cache = tmp_path / "cache"
-    first = cli_json(str(two_ranks), "--cache-dir", str(cache), "--config", CONFIG)
-    reports = list((cache / "reports").glob("*.json"))
-    assert len(reports) == 1 and json.loads(reports[0].read_text()) == first
-    assert cli_json(str(two_ranks), "--cache-dir", str(cache), "--config", CONFIG) == first
-    # Other options are another report; a damaged cached report is analysed again.
-    other = cli_json(str(two_ranks), "--cache-dir", str(cache), "--config", CONFIG, "--threshold", "2")
+    args = (str(two_ranks), "--cache-dir", str(cache), "--config", CONFIG)
+    first = cli_json(*args)
+    (entry,) = (cache / "reports").glob("*.json")
+    assert read_cached_report(entry) == first
+    # A cache entry that differs detectably, with a matching size and CRC: the next run prints it, so the
+    # cache was read (no analysis would give this reason).
+    marked = {**first, "reasons": ["read from the report cache"]}
+    write_cached_report(entry, marked)
+    assert cli_json(*args) == marked
+    # Damaged in place into other valid JSON of the same size: the CRC-32 catches it; analysed again.
+    head, body = entry.read_bytes().split(b"\n", 1)
+    entry.write_bytes(head + b"\n" + body.replace(b"read from the report cache", b"read from the report cachE"))
+    assert json.loads(entry.read_bytes().split(b"\n", 1)[1])["reasons"] == ["read from the report cachE"]
+    assert cli_json(*args) == first
+    assert read_cached_report(entry) == first  # and cached again, whole
+    # Other options are another report; an entry that is not even JSON is analysed again.
+    other = cli_json(*args, "--threshold", "2")
     assert other["config"]["threshold"] == 2 and len(list((cache / "reports").glob("*.json"))) == 2
-    reports[0].write_text("{not json")
-    assert cli_json(str(two_ranks), "--cache-dir", str(cache), "--config", CONFIG) == first
+    entry.write_text("{not json")
+    assert cli_json(*args) == first
 
 
 def test_scheduler_needs_the_dask_engine(two_ranks: Path) -> None:

@@ -164,9 +164,18 @@ def test_corrupt_gzip(tmp_path: Path, damage: str) -> None:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_trace_with_no_gpu_events(tmp_path: Path, fmt: str) -> None:
+    """analyze refuses a CPU-only trace; info describes it (its ranges, processes, ranks) with the caveat."""
     path = trace(tmp_path, fmt, s=spec(kernels=False))
     fragment = "no CUDA kernels" if fmt == "nsys" else "no GPU events"
     assert_error(tmp_path, analyze(tmp_path, path), str(path), fragment)
+    code, out, err = run("info", path, "--cache-dir", tmp_path / "cache", "--format", "json")
+    assert code == 0, err
+    body = json.loads(out)
+    assert body["events"][0]["kernels"] == 0 and body["events"][0]["ranges"] == 3
+    assert [c["kind"] for c in body["caveats"]].count("no_gpu_activity") == 1
+    assert any("no GPU activity" in c["text"] and fragment in c["text"] for c in body["caveats"])
+    for command in ("kernels", "api", "nvtx"):
+        assert run(command, path, "--cache-dir", tmp_path / "cache")[0] == 0, command
 
 
 # ---- damaged records -------------------------------------------------------------------------------
@@ -279,8 +288,10 @@ def test_kineto_files_claiming_the_same_rank(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_same_file_twice(tmp_path: Path, fmt: str) -> None:
-    path = trace(tmp_path, fmt)
-    assert_error(tmp_path, analyze(tmp_path, path, tmp_path), str(path), "given twice")
+    folder = tmp_path / "run"  # the report goes beside it, not inside the input folder
+    folder.mkdir()
+    path = trace(folder, fmt)
+    assert_error(tmp_path, analyze(tmp_path, path, folder), str(path), "given twice")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

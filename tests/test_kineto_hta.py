@@ -21,6 +21,9 @@ import numpy as np
 import pytest
 
 from tracekit import intervals as iv
+from tracekit.analysis.accounting import account_step
+from tracekit.analysis.ops import DeviceOps
+from tracekit.analysis.steps import StepWindow
 from tracekit.budgets.classify import load_rules
 from tracekit.parsers import schema
 from tracekit.parsers.kineto import read_kineto
@@ -107,10 +110,8 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.fixture(scope="module", params=sorted(SETS))
-def reference(request: pytest.FixtureRequest) -> tuple[str, Path, dict[int, GpuEvents]]:
-    torch = Path(__file__).resolve().parents[2] / "shared" / "traces" / "torch"
-    if not torch.is_dir():
-        pytest.skip("../shared/traces/torch is not beside this checkout")
+def reference(request: pytest.FixtureRequest, shared_traces: Path) -> tuple[str, Path, dict[int, GpuEvents]]:
+    torch = shared_traces / "torch"
     name = request.param
     con = load_set(torch, SETS[name])
     return name, torch / "reference-hta-0.5.0" / name, hta_window_events(con)
@@ -175,6 +176,35 @@ def test_comm_comp_overlap_within_one_point(reference: tuple[str, Path, dict[int
         assert abs(overlap_pct - float(row["comp_comm_overlap_pctg"])) <= 1.0
 
 
+def device_ops(ev: GpuEvents, cls: np.ndarray) -> DeviceOps:
+    """HTA's events of one rank as the analysis's operations (sorted by start), classed by ``cls``."""
+    order = np.argsort(ev.start_ns, kind="stable")
+    n = len(order)
+    class_names, cls_code = np.unique(cls[order].astype(str), return_inverse=True)
+    names, name_code = np.unique(ev.name[order].astype(str), return_inverse=True)
+    return DeviceOps(0, 0, ev.start_ns[order], ev.end_ns[order], ev.stream[order], cls[order], ev.name[order],
+                     np.zeros(n, np.int64), np.full(n, -1, np.int64), np.full(n, -1, np.int64),
+                     np.full(n, -1, np.int64), np.zeros(n, bool), cls_code.astype(np.int32),
+                     class_names.astype(object), name_code.astype(np.int32), names.astype(object))
+
+
+def test_the_analysis_overlap_is_htas(reference: tuple[str, Path, dict[int, GpuEvents]]) -> None:
+    """The report's overlap definition on real traces: the analysis's own accounting (exposed = communication
+    with no compute kernel; memory operations hide nothing) over HTA's events gives HTA's overlap % within
+    a point, on every rank."""
+    _, ref_dir, events = reference
+    rules = load_rules()
+    for row in read_csv(ref_dir / "comm_comp_overlap.csv"):
+        ev = events[int(row["rank"])]
+        cls = np.array([rules.classify(n) if k else ("memset" if n == "Memset" else "memcpy")
+                        for n, k in zip(ev.name, ev.is_kernel, strict=True)], dtype=object)
+        window = StepWindow(0, "HTA window", int(ev.start_ns.min()), int(ev.end_ns.max()))
+        acc = account_step(device_ops(ev, cls), window, rules.communication)
+        assert acc.comm_ns > 0
+        overlap_pct = 100 * (1 - acc.exposed_ns / acc.comm_ns)
+        assert abs(overlap_pct - float(row["comp_comm_overlap_pctg"])) <= 1.0, (row, overlap_pct)
+
+
 # ---- deliberate differences ----------------------------------------------------------------------
 
 
@@ -207,13 +237,10 @@ def test_idle_is_per_device_not_per_stream(reference: tuple[str, Path, dict[int,
         assert per_stream_sum_us > 2.5 * device_idle_us  # 1,825,037 us vs 643,612 us
 
 
-def test_rounding_difference_on_float_ns_trace() -> None:
+def test_rounding_difference_on_float_ns_trace(shared_traces: Path) -> None:
     """tracekit keeps ns; HTA rounds starts up and ends down to whole us, which on this A100 trace
     loses about 2% of the GPU's busy time and leaves some kernels with zero or negative length."""
-    path = Path(__file__).resolve().parents[2] / "shared" / "traces" / "torch" / \
-        "hta__nccl_parser_config__nccl_data.json.gz"
-    if not path.exists():
-        pytest.skip("../shared/traces is not beside this checkout")
+    path = shared_traces / "torch" / "hta__nccl_parser_config__nccl_data.json.gz"
     con = duckdb.connect()
     schema.create_tables(con)
     read_kineto(path, con)

@@ -293,8 +293,23 @@ BAD_INPUTS = {
     "numbers.json": ("text", "[1, 2, 3]", "not a PyTorch profiler trace"),
     "empty_events.json": ("text", '{"traceEvents": []}', "not a PyTorch profiler trace"),
     "events_not_list.json": ("text", '{"traceEvents": 5}', "not a PyTorch profiler trace"),
-    "cpu_only.json": ("text", json.dumps({"traceEvents": [x("cpu_op", "aten::add", 1, 2)]}), "no GPU events"),
 }
+
+
+def test_cpu_only_trace_is_stored_and_refused_by_the_analysis(tmp_path: Path) -> None:
+    from tracekit.analysis.analyze import analyze
+    from tracekit.analysis.options import AnalyzeOptions
+    from tracekit.store.ingest import open_store
+
+    path = tmp_path / "cpu_only.json"
+    path.write_text(json.dumps({"traceEvents": [x("cpu_op", "aten::add", 1, 2)]}))
+    con = load(path)
+    assert ("no_gpu_activity",) in con.execute("SELECT kind FROM read_notes").fetchall()
+    with open_store([path], cache_dir=tmp_path / "cache") as store:
+        assert store.con.execute("SELECT count(*) FROM ranges").fetchone()[0] == 1
+        with pytest.raises(InputError, match="no GPU events") as err:
+            analyze(store, AnalyzeOptions())
+    assert str(err.value).startswith(f"{path}: ")
 
 
 @pytest.mark.parametrize("name", sorted(BAD_INPUTS))
@@ -436,6 +451,21 @@ def test_real_devices_and_vintages(shared_traces: Path) -> None:
         "hta__rank_unavailable__rank_not_found.json.gz",
     ],
 )
-def test_real_cpu_only_traces_are_refused(shared_traces: Path, name: str) -> None:
-    with pytest.raises(InputError, match="no GPU events"):
-        load(shared_traces / "torch" / name)
+def test_real_cpu_only_traces_are_read_with_a_note(shared_traces: Path, name: str) -> None:
+    """Stored (``info`` describes them), with the note the analysis refuses them by."""
+    con = load(shared_traces / "torch" / name)
+    assert con.execute("SELECT count(*) FROM kernels").fetchone()[0] == 0
+    assert con.execute("SELECT count(*) FROM ranges").fetchone()[0] > 0
+    (detail,) = con.execute("SELECT detail FROM read_notes WHERE kind = 'no_gpu_activity'").fetchone()
+    assert detail.startswith("no GPU events (CPU-only trace")
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    info = CliRunner().invoke(main, ["info", str(shared_traces / "torch" / name), "--no-cache", "--format", "json"])
+    assert info.exit_code == 0, info.output
+    body = json.loads(info.stdout)
+    assert body["events"][0]["kernels"] == 0 and body["events"][0]["ranges"] > 0
+    assert any(c["kind"] == "no_gpu_activity" and "no GPU activity" in c["text"] for c in body["caveats"])
+    analyze = CliRunner().invoke(main, ["analyze", str(shared_traces / "torch" / name), "--no-cache"])
+    assert analyze.exit_code == 2 and "no GPU events" in analyze.stderr

@@ -17,8 +17,6 @@ from click.testing import CliRunner
 from tracekit.analysis.options import REPORT_SCHEMA
 from tracekit.cli import main
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
-TORCH = TRACES / "torch"
 MULTI_RANK = ("dlrm8_v100", "sampled2_rank0_1")
 NEGATIVE_PREFIXES = ("hta__cpu_only__", "hta__distributed_info_unavailable__", "hta__rank_unavailable__")
 VERDICTS = {"near-floor", "pipeline", "kernel", "inconclusive"}
@@ -28,17 +26,33 @@ DECODE_CONFIGS = {
     "tracelens__inference__vllm_decode_full__graph_execution.json.gz": "gptoss-20b-vllm-mi300x",
 }
 
-pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason=f"real traces not present at {TRACES}")
+#: every trace of the corpus, by its path under ../shared/traces (listed, so that no case vanishes when the
+#: folder is absent; test_trace_set_is_complete checks the folder holds exactly these)
+TRACE_NAMES = (
+    *(f"nsys/{n}.sqlite" for n in (
+        "extrap__concurrent_example__concurrent.s16__profile16", "extrap__concurrent_example__concurrent.s1__profile1",
+        "extrap__nsys_db__con_kernel", "extrap__sampled_callchains__ex-gpu.s10__ex-gpu.s10", "nsys-ai__h100_2gpu_1s",
+        "nsys-ai__mfu_2gpu_before", "nsys-ai__mock")),
+    *(f"torch/{n}" for n in (
+        "hta__amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz", "hta__call_stack__backward_thread.json",
+        "hta__cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+        "hta__df_index_resolver__df_index_resolver.json.gz",
+        "hta__distributed_info_unavailable__distributed_info_not_found.json.gz",
+        "hta__nccl_parser_config__nccl_data.json.gz",
+        "hta__ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+        "hta__rank_unavailable__rank_not_found.json.gz", "hta__trace_diff__control__control.json.gz",
+        "hta__trace_diff__test__test.json.gz",
+        "kineto__tb_plugin__samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json.gz",
+        "tracelens__b200__eager_trace.json.gz", "tracelens__h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+        "tracelens__h100__gaunernst_bert-small-uncased__1016001.json.gz",
+        "tracelens__inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz",
+        "tracelens__inference__vllm_decode_full__graph_execution.json.gz", *MULTI_RANK)),
+)
 
 
 def _trace_paths() -> list[Path]:
-    """Every nsys SQLite export, every torch trace file and the multi-rank directories."""
-    if not TRACES.is_dir():
-        return []
-    paths = sorted((TRACES / "nsys").glob("*.sqlite"))
-    paths += sorted(p for p in TORCH.iterdir() if p.is_file() and p.name.endswith((".json", ".json.gz")))
-    paths += [TORCH / name for name in MULTI_RANK if (TORCH / name).is_dir()]
-    return paths
+    """Every trace of the corpus as a path relative to ../shared/traces."""
+    return [Path(n) for n in TRACE_NAMES]
 
 
 def _is_negative(path: Path) -> bool:
@@ -57,8 +71,14 @@ def _analyze(path: Path, cache_dir: Path, *extra: str) -> Any:
     return CliRunner().invoke(main, args)
 
 
-def test_trace_set_is_complete() -> None:
-    """The corpus the issue names is all here: decode traces, negatives and multi-rank sets."""
+def test_trace_set_is_complete(shared_traces: Path) -> None:
+    """The corpus the issue names is all here: decode traces, negatives and multi-rank sets; the folder holds
+    exactly the traces listed (every nsys export, every torch trace file, the multi-rank folders)."""
+    on_disk = {p.relative_to(shared_traces).as_posix() for p in (shared_traces / "nsys").glob("*.sqlite")}
+    on_disk |= {p.relative_to(shared_traces).as_posix() for p in (shared_traces / "torch").iterdir()
+                if p.is_file() and p.name.endswith((".json", ".json.gz"))}
+    on_disk |= {f"torch/{n}" for n in MULTI_RANK if (shared_traces / "torch" / n).is_dir()}
+    assert on_disk == set(TRACE_NAMES)
     names = {p.name for p in _trace_paths()}
     assert set(DECODE_CONFIGS) <= names
     assert set(MULTI_RANK) <= names
@@ -68,8 +88,9 @@ def test_trace_set_is_complete() -> None:
 
 
 @pytest.mark.parametrize("path", _trace_paths(), ids=lambda p: p.name)
-def test_trace_analyses_or_fails_clearly(path: Path, cache_dir: Path) -> None:
+def test_trace_analyses_or_fails_clearly(path: Path, cache_dir: Path, shared_traces: Path) -> None:
     """Negatives: exit 2 and one error line naming the file. Others: a v1 report with a known verdict."""
+    path = shared_traces / path
     extra = ("--config", DECODE_CONFIGS[path.name]) if path.name in DECODE_CONFIGS else ()
     result = _analyze(path, cache_dir, *extra)
     if _is_negative(path):
@@ -88,9 +109,9 @@ def test_trace_analyses_or_fails_clearly(path: Path, cache_dir: Path) -> None:
 
 
 @pytest.mark.parametrize(("name", "config"), sorted(DECODE_CONFIGS.items()))
-def test_decode_trace_sits_above_its_floor(name: str, config: str, cache_dir: Path) -> None:
+def test_decode_trace_sits_above_its_floor(name: str, config: str, cache_dir: Path, shared_traces: Path) -> None:
     """With its config, a decode trace's measured step p50 is not faster than the floor's t_opt."""
-    result = _analyze(TORCH / name, cache_dir, "--config", config)
+    result = _analyze(shared_traces / "torch" / name, cache_dir, "--config", config)
     assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
     report = json.loads(result.stdout)
     floor, steps = report["floor"], report["steps"]

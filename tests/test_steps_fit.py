@@ -160,10 +160,10 @@ def test_diff_against_a_graph_capture_trace_never_passes_a_gate(tmp_path: Path) 
     result = CliRunner().invoke(main, ["diff", str(real), str(capture), "--no-cache", "--format", "json",
                                        "--fail-if-slower", "5%"])
     doc = json.loads(result.stdout)
-    assert result.exit_code == 12 and doc["incomparable"] and doc["gate"]["exit_status"] == 12
+    assert result.exit_code == 12 and doc["inconclusive"] and doc["gate"]["exit_status"] == 12
     plain = CliRunner().invoke(main, ["diff", str(real), str(real), "--no-cache", "--format", "json",
                                       "--fail-if-slower", "5%"])
-    assert plain.exit_code == 0 and json.loads(plain.stdout)["incomparable"] == []
+    assert plain.exit_code == 0 and json.loads(plain.stdout)["inconclusive"] == []
 
 
 def test_a_serving_engine_capture_is_a_late_start(tmp_path: Path) -> None:

@@ -405,3 +405,53 @@ def test_bulk_export(tmp_path: Path) -> None:
         ("3.25.0",)
     ]
     assert query(path, "SELECT count(*) > 0 FROM NVTX_EVENTS WHERE eventType = 59") == [(1,)]
+
+
+def _union_ns(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(s for s in spans if s[1] > s[0]):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _minus_ns(spans: list[tuple[int, int]], cover: list[tuple[int, int]]) -> int:
+    """Length of ``spans`` (disjoint) outside ``cover`` (disjoint), by brute force over both lists."""
+    total = 0
+    for a, b in spans:
+        covered = sum(max(0, min(b, d) - max(a, c)) for c, d in cover)
+        total += b - a - covered
+    return total
+
+
+@pytest.mark.parametrize("exposed", [0, 400_000])
+def test_planted_communication_truth_holds_on_the_written_kernels(exposed: int) -> None:
+    """The planted totals the analysis tests assert (communication union, exposed, host gaps per step) hold
+    on the capture's own kernels, step by step, computed here without tracekit."""
+    from fixtures.scenarios import NAMES, GapPlan, decode_capture
+    from tracekit import floor
+    from tracekit.budgets.budget import class_budgets
+    from tracekit.budgets.classify import load_rules
+    from tracekit.budgets.configs import load_config
+
+    budgets = class_budgets(floor.compute_floor(load_config("dsv32-ep16")).parts, load_rules())
+    spec, truth = decode_capture(budgets, gaps=GapPlan(launch_ns=30_000, sync_ns=20_000, host_idle_ns=10_000,
+                                                       dependency_ns=15_000), exposed_dispatch_ns=exposed)
+    comm_names = {NAMES["a2a_dispatch"], NAMES["a2a_combine"]}
+    kernels = sorted(spec.kernels, key=lambda k: k.start_ns)
+    # A step starts at the first GPU start of the kernels launched inside its ProfilerStep range.
+    step_starts = sorted(min(k.start_ns for k in kernels if r.start_ns <= k.launch_start_ns <= r.end_ns)
+                         for r in spec.ranges if r.name.startswith("ProfilerStep#"))
+    ends = [*step_starts[1:], max(k.start_ns + k.dur_ns for k in kernels)]
+    assert len(step_starts) == truth.steps
+    for lo, hi in zip(step_starts[:-1], ends[:-1], strict=True):  # complete steps
+        clip = [(max(lo, k.start_ns), min(hi, k.start_ns + k.dur_ns)) for k in kernels]
+        comm = _union_ns([c for c, k in zip(clip, kernels, strict=True) if k.name in comm_names])
+        compute = _union_ns([c for c, k in zip(clip, kernels, strict=True) if k.name not in comm_names])
+        busy = _union_ns(clip)
+        assert sum(b - a for a, b in comm) == truth.comm_ns
+        assert _minus_ns(comm, compute) == truth.exposed_ns
+        assert (hi - lo) - sum(b - a for a, b in busy) == truth.host_gap_ns
+        assert hi - lo == truth.step_ns

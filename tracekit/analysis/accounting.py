@@ -1,11 +1,14 @@
 """Where one step's time went on one device, with every nanosecond owned by exactly one bucket.
 
 The window is cut into elementary segments at every operation boundary. A segment with no operation is
-a host gap. A segment where some non-communication operation runs is compute time, shared evenly
-among the classes running in it. A segment where only communication runs is exposed communication,
-shared among the collectives running in it. The exposed time itself is the interval difference
-"communication minus everything else", kept as intervals for pictures and exports. So gaps + exposed
-communication + compute by class equals the step, and no nanosecond is blamed twice.
+a host gap. A segment where communication runs and no compute kernel does is exposed communication,
+shared among the collectives running in it: memory copies and sets do not hide communication (as in
+HTA's communication/computation overlap), and the part of the exposed time under a memory operation is
+kept apart (``exposed_under_memops_ns``) for the other definition. Every other segment with an
+operation is compute time, shared evenly among the non-communication classes running in it (memory
+operations included). The exposed time itself is one interval difference, communication minus compute
+kernels, kept as intervals for pictures and exports. So gaps + exposed communication + compute by class
+equals the step, and no nanosecond is blamed twice.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from tracekit import intervals as iv
-from tracekit.analysis.ops import DeviceOps
+from tracekit.analysis.ops import MEMOP_CLASSES, DeviceOps
 from tracekit.analysis.steps import StepWindow
 
 
@@ -28,14 +31,15 @@ class StepAccount:
     device_id: int
     window: StepWindow
     gaps: iv.Intervals | None
-    exposed: iv.Intervals | None  # where only communication runs: the one definition of exposed time
+    exposed: iv.Intervals | None  # communication with no compute kernel: the one definition of exposed time
     gap_ns: int
-    comm_ns: int
-    exposed_ns: int
+    comm_ns: int  # union of the communication kernels
+    exposed_ns: int  # communication with no compute kernel running
     exposed_by_class: dict[str, int] = field(default_factory=dict)
     attributed_by_class: dict[str, int] = field(default_factory=dict)
     measured_by_class: dict[str, int] = field(default_factory=dict)
     ops_in_window: np.ndarray | None = None  # indices into the ops it was accounted on
+    exposed_under_memops_ns: int = 0  # of exposed_ns: time a memory copy or set ran beside the communication
 
     @property
     def dur_ns(self) -> int:
@@ -67,11 +71,13 @@ def account_step(ops: DeviceOps, window: StepWindow, communication: frozenset[st
     present, local = np.unique(ops.cls_code[inside], return_inverse=True)
     names = [str(ops.class_names[c]) for c in present]
     comm_class = np.array([n in communication for n in names], dtype=bool)
+    memop_class = np.array([n in MEMOP_CLASSES and n not in communication for n in names], dtype=bool)
     is_comm = comm_class[local]
     busy = iv.union(s, e)
     gaps = iv.complement(busy, lo, hi)
     comm_union = iv.union(s[is_comm], e[is_comm])
-    exposed = iv.difference(comm_union, iv.union(s[~is_comm], e[~is_comm]))
+    is_kernel = ~is_comm & ~memop_class[local]
+    exposed = iv.difference(comm_union, iv.union(s[is_kernel], e[is_kernel]))
     measured_ns = np.bincount(local, weights=e - s, minlength=len(names)) if len(names) else np.zeros(0)
     measured = {n: int(measured_ns[k]) for k, n in enumerate(names)}
 
@@ -81,22 +87,36 @@ def account_step(ops: DeviceOps, window: StepWindow, communication: frozenset[st
     seg_lo = np.searchsorted(bounds, s)
     seg_hi = np.searchsorted(bounds, e)
     active = _active(seg_lo, seg_hi, n_seg, local, len(names))
-    compute_total = active[~comm_class].sum(axis=0)
+    other_total = active[~comm_class].sum(axis=0)  # compute kernels and memory operations
+    kernel_total = active[~comm_class & ~memop_class].sum(axis=0)
     comm_total = active[comm_class].sum(axis=0)
 
-    attributed: dict[str, int] = {}
-    exposed_by: dict[str, int] = {}
-    with np.errstate(divide="ignore", invalid="ignore"):
-        exposed_seg = (compute_total == 0) & (comm_total > 0)
-        for k, n in enumerate(names):
-            if comm_class[k]:
-                share = np.where(exposed_seg, seg_len * active[k] / np.maximum(comm_total, 1), 0)
-                exposed_by[n] = int(np.round(share.sum()))
-            else:
-                attributed[n] = int(np.round(np.where(compute_total > 0, seg_len * active[k] / compute_total, 0).sum()))
+    exposed_seg = (kernel_total == 0) & (comm_total > 0)
+    owned_seg = ~exposed_seg & (other_total > 0)  # compute: shared among the non-communication classes
+    exposed_ns = iv.length(exposed)  # = seg_len[exposed_seg].sum(): the same set, as intervals
+    shares = (seg_len * active / np.maximum(np.where(comm_class[:, None], comm_total, other_total), 1)
+              ) if len(names) else np.zeros((0, n_seg))
+    exposed_by = _apportion([n for k, n in enumerate(names) if comm_class[k]],
+                            shares[comm_class][:, exposed_seg].sum(axis=1), exposed_ns)
+    attributed = _apportion([n for k, n in enumerate(names) if not comm_class[k]],
+                            shares[~comm_class][:, owned_seg].sum(axis=1), int(seg_len[owned_seg].sum()))
     return StepAccount(
         rank=ops.rank, device_id=ops.device_id, window=window, gaps=gaps, exposed=exposed, gap_ns=iv.length(gaps),
         comm_ns=iv.length(comm_union),
-        exposed_ns=iv.length(exposed), exposed_by_class=exposed_by, attributed_by_class=attributed,
+        exposed_ns=exposed_ns, exposed_by_class=exposed_by, attributed_by_class=attributed,
         measured_by_class=measured, ops_in_window=inside,
+        exposed_under_memops_ns=int(seg_len[exposed_seg & (other_total > kernel_total)].sum()),
     )
+
+
+def _apportion(names: list[str], shares: np.ndarray, total: int) -> dict[str, int]:
+    """Integer parts of ``total`` in proportion to ``shares`` (which sum to it up to float error), summing
+    to it exactly: floors, then the remainder one by one to the largest fractions (ties by name order)."""
+    if not names:
+        return {}
+    floors = np.floor(shares).astype(np.int64)
+    left = total - int(floors.sum())
+    if left > 0:
+        order = np.argsort(-(shares - floors), kind="stable")
+        floors[order[:left]] += 1
+    return {n: int(v) for n, v in zip(names, floors, strict=True)}

@@ -14,7 +14,7 @@ import numpy as np
 
 from tracekit import floor
 from tracekit.analysis.accounting import StepAccount
-from tracekit.analysis.caveats import BLOCKING_CAVEATS, capture_caveats, first_step_waits
+from tracekit.analysis.caveats import BLOCKING_CAVEATS, capture_caveats, caveat_texts, first_step_waits
 from tracekit.analysis.detail import Detail, DetailReader
 from tracekit.analysis.device import DeviceAnalysis, analyze_device, step_marker
 from tracekit.analysis.fit import Fit
@@ -27,6 +27,8 @@ from tracekit.analysis.verdict import Evidence, decide
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import load_rules
 from tracekit.budgets.configs import load_config
+from tracekit.errors import InputError
+from tracekit.parsers.schema import NO_GPU_ACTIVITY
 from tracekit.store.ingest import Store
 
 
@@ -68,6 +70,19 @@ def _floor_section(con: duckdb.DuckDBPyConnection, opts: AnalyzeOptions, step_p5
     return section, result, placement, cfg.settings(), fit
 
 
+def _gpu_models(con: duckdb.DuckDBPyConnection) -> dict[int, list[str]]:
+    """Per rank, the GPU models that ran its kernels (what `diff` compares across captures)."""
+    out: dict[int, list[str]] = defaultdict(list)
+    for rank, name in con.execute("""
+        SELECT DISTINCT d.rank, trim(d.name) FROM devices d
+        WHERE coalesce(trim(d.name), '') <> ''
+          AND EXISTS (SELECT 1 FROM kernels k WHERE k.rank = d.rank AND k.device_id = d.device_id)
+        ORDER BY 1, 2
+    """).fetchall():
+        out[rank].append(name)
+    return out
+
+
 @dataclass
 class Analysis:
     """The v1 report and the per-device summaries behind it; per-operation detail of a step or a device is
@@ -103,8 +118,18 @@ def run_analysis(store: Store, opts: AnalyzeOptions) -> Analysis:
     return build_analysis(store, opts, analyze_devices(store, opts))
 
 
+def refuse_without_gpu_activity(store: Store) -> None:
+    """An input error naming the first file whose capture has no GPU activity (its reader's note says why)."""
+    row = store.con.execute("SELECT rank, detail FROM read_notes WHERE kind = ? ORDER BY rank LIMIT 1",
+                            [NO_GPU_ACTIVITY]).fetchone()
+    if row is not None:
+        source = next((f.source for f in store.files if f.rank == row[0]), store.files[0].source)
+        raise InputError(f"{source}: {row[1]}")
+
+
 def analyze_devices(store: Store, opts: AnalyzeOptions) -> list[DeviceAnalysis]:
     """The per-rank part: every device's steps, accounted in bounded batches and reduced to summaries."""
+    refuse_without_gpu_activity(store)
     rules = load_rules()
     con = store.con
     pairs = prepare(con, rules)
@@ -119,7 +144,8 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     caveats = capture_caveats(con)
     caveats += first_step_waits(results, caveats, opts.skip_steps)
     accounts = [a for r in results for a in r.accounts]
-    step_ns = [a.dur_ns for a in accounts]
+    complete = complete_steps(results)
+    step_ns = [a.dur_ns for a in complete]
     step_p50, step_p99 = _median(step_ns), _p(step_ns, 99)
     sources = sorted({r.source.kind for r in results})
 
@@ -130,38 +156,31 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         "total_ns": _median(gap_ns), "fraction": (_median(gap_ns) / step_p50) if step_p50 else 0.0,
         "by_cause": cause_ns, "top": _top_gaps(results, opts.top_gaps),
     }
-    # Question 2: exposed communication.
-    collectives = sorted({c for a in accounts for c in a.exposed_by_class} |
-                         {c for a in accounts for c in a.measured_by_class if c in rules.communication})
-    comm = _median([a.comm_ns for a in accounts])
-    exposed = _median([a.exposed_ns for a in accounts])
-    exposed_comm = {
-        "comm_ns": comm, "exposed_ns": exposed, "fraction": exposed / step_p50 if step_p50 else 0.0,
-        "overlap_fraction": (1 - exposed / comm) if comm else None,
-        "by_collective": {c: {"comm_ns": _median([a.measured_by_class.get(c, 0) for a in accounts]),
-                              "exposed_ns": _median([a.exposed_by_class.get(c, 0) for a in accounts])}
-                          for c in collectives},
-    }
+    # Question 2: exposed communication, every figure from one step (the median step).
+    exposed_comm = _exposed_comm(accounts, median_step(complete), rules.communication)
     # Floor and question 3: classes against budgets.
     floor_section, floor_result, placement, effective, fit = _floor_section(con, opts, step_p50)
     budgets = class_budgets(floor_result.parts, rules) if floor_result is not None else {}
     classes = _classes(accounts, results, rules.communication, budgets, opts, step_p50)
 
     verdict, reasons = decide(Evidence(
-        blocking=[c.text for c in caveats if c.kind in BLOCKING_CAVEATS],
+        blocking=caveat_texts([c for c in caveats if c.kind in BLOCKING_CAVEATS]),
         whole_capture=any(r.source.kind == "whole_capture" for r in results), step_p50=step_p50 if results else 0,
         floor=floor_section, placement=placement, fit_reasons=fit.reasons if fit else [], host_gaps=host_gaps,
         exposed_comm=exposed_comm, classes=classes), opts)
     targets = ncu_targets(con, results, classes, opts.max_targets) if verdict == "kernel" else []
+    gpus = _gpu_models(con)
     report = {
         "schema": REPORT_SCHEMA,
-        "inputs": [{"rank": f.rank, "ranks": list(f.ranks), "path": str(f.source), "format": f.fmt}
+        "inputs": [{"rank": f.rank, "ranks": list(f.ranks), "path": str(f.source), "format": f.fmt,
+                    "gpus": gpus.get(f.rank, [])}
                    for f in store.files],
         "config": {"name": opts.config, "overrides": opts.overrides, "effective": effective,
                    "threshold": opts.threshold, "min_excess_fraction": opts.min_excess_fraction,
                    "step_regex": opts.step_regex, "skip_steps": opts.skip_steps},
-        "steps": {"count": len(accounts), "source": sources, "step_ns_p50": step_p50, "step_ns_p99": step_p99,
-                  "capture_only": any(c.kind == "graph_capture_only" for c in caveats), **_rank_spread(accounts)},
+        "steps": {"count": len(accounts), "incomplete": len(accounts) - len(complete), "source": sources,
+                  "step_ns_p50": step_p50, "step_ns_p99": step_p99,
+                  "capture_only": any(c.kind == "graph_capture_only" for c in caveats), **_rank_spread(complete)},
         "floor": floor_section,
         "fit": fit.section() if fit else None,
         "host_gaps": host_gaps,
@@ -170,7 +189,7 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         "ncu_targets": targets,
         "verdict": verdict,
         "reasons": reasons,
-        "caveats": [c.text for c in caveats] + (fit.caveats if fit else []) + store.warnings,
+        "caveats": caveat_texts(caveats) + (fit.caveats if fit else []) + store.warnings,
     }
     return Analysis(report, results, store, opts)
 
@@ -185,6 +204,44 @@ def _rank_spread(accounts: list[StepAccount]) -> dict[str, Any]:
     typical = _median(list(rank_p50.values()))
     return {"per_rank_p50_ns": {str(r): v for r, v in sorted(rank_p50.items())}, "slowest_rank": slowest,
             "straggler_ratio": rank_p50[slowest] / typical if slowest is not None and typical else None}
+
+
+def complete_steps(results: list[DeviceAnalysis]) -> list[StepAccount]:
+    """The analysed steps whose window is complete: all but the last step of each device that has others.
+    Step i's window ends where step i+1's first operation starts; the last has no next step and ends at its
+    own last operation, so it is cut short (or runs long, through whatever came after the loop)."""
+    return [a for r in results for a in (r.accounts[:-1] if len(r.accounts) > 1 else r.accounts)]
+
+
+def median_step(accounts: list[StepAccount]) -> StepAccount | None:
+    """The (lower) median step by duration over all ranks and devices; ties by rank, device and step."""
+    ordered = sorted(accounts, key=lambda a: (a.dur_ns, a.rank, a.device_id, a.window.index))
+    return ordered[(len(ordered) - 1) // 2] if ordered else None
+
+
+def _exposed_comm(accounts: list[StepAccount], step: StepAccount | None,
+                  communication: frozenset[str]) -> dict[str, Any]:
+    """Question 2 from the figures of one step, so that they add up: each collective's kernel time
+    (``comm_ns``, a sum) less ``concurrent_ns`` (time two collectives' kernels overlapped) is the union
+    ``comm_ns``; the collectives' exposed shares sum to ``exposed_ns``. Collectives seen in any step are listed."""
+    collectives = sorted({c for a in accounts for c in a.exposed_by_class} |
+                         {c for a in accounts for c in a.measured_by_class if c in communication})
+    if step is None:
+        return {"step": None, "comm_ns": 0, "exposed_ns": 0, "fraction": 0.0, "overlap_fraction": None,
+                "exposed_under_memops_ns": 0, "overlap_fraction_incl_memops": None, "concurrent_ns": 0,
+                "by_collective": {c: {"comm_ns": 0, "exposed_ns": 0} for c in collectives}}
+    comm, exposed, under = step.comm_ns, step.exposed_ns, step.exposed_under_memops_ns
+    by = {c: {"comm_ns": step.measured_by_class.get(c, 0), "exposed_ns": step.exposed_by_class.get(c, 0)}
+          for c in collectives}
+    return {
+        "step": {"rank": step.rank, "device": step.device_id, "label": step.window.label, "dur_ns": step.dur_ns},
+        "comm_ns": comm, "exposed_ns": exposed, "fraction": exposed / step.dur_ns if step.dur_ns else 0.0,
+        "overlap_fraction": (1 - exposed / comm) if comm else None,
+        "exposed_under_memops_ns": under,
+        "overlap_fraction_incl_memops": (1 - (exposed - under) / comm) if comm else None,
+        "concurrent_ns": sum(v["comm_ns"] for v in by.values()) - comm,
+        "by_collective": by,
+    }
 
 
 def _kernel_time(results: list[DeviceAnalysis]) -> dict[str, list[tuple[str, int]]]:

@@ -9,6 +9,7 @@ from typing import Any
 import duckdb
 
 from tracekit.analysis.steps import ENGINE_STEP_REGEX
+from tracekit.parsers.schema import NO_GPU_ACTIVITY
 
 #: Kernel launch calls (runtime and driver, CUDA and HIP); graph launches are not kernel launches.
 KERNEL_LAUNCH_REGEX = (r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|ModuleLaunchKernel|"
@@ -36,6 +37,40 @@ class Caveat:
     kind: str
     rank: int
     text: str
+
+
+def _rank_list(ranks: list[int]) -> str:
+    """'0-3, 5, 7' for ranks 0, 1, 2, 3, 5, 7."""
+    ranks = sorted(set(ranks))
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs)
+
+
+def caveat_texts(caveats: list[Caveat]) -> list[str]:
+    """Each caveat once: ranks whose caveat says the same thing (after its ``rank N: `` prefix) share one
+    line naming them all (``ranks 0-7: ...``), in the order the first of them came."""
+    bodies: dict[str, list[int]] = {}
+    whole: dict[str, None] = {}
+    for c in caveats:
+        prefix = f"rank {c.rank}: "
+        if c.text.startswith(prefix):
+            bodies.setdefault(c.text[len(prefix):], []).append(c.rank)
+            whole.setdefault(c.text[len(prefix):], None)
+        else:
+            whole.setdefault(c.text, None)
+    out = []
+    for text in whole:
+        ranks = bodies.get(text)
+        if ranks is None:
+            out.append(text)
+        else:
+            out.append(f"rank{'s' if len(set(ranks)) > 1 else ''} {_rank_list(ranks)}: {text}")
+    return out
 
 
 def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
@@ -83,6 +118,9 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
         if kind == "unmatched_launch" or kind in INFORMATIONAL_NOTES:
             continue  # counted above from the tables themselves, or no limit on what can be concluded
         if kind == "skipped_events" and detail in EXPECTED_SKIPS:
+            continue
+        if kind == NO_GPU_ACTIVITY:
+            caveats.append(Caveat(kind, rank, f"rank {rank}: no GPU activity: {detail}"))
             continue
         caveats.append(Caveat(kind, rank, f"rank {rank}: {kind}: {count} ({detail})" if detail
                               else f"rank {rank}: {kind}: {count}"))

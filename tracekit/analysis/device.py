@@ -105,11 +105,11 @@ class _GapGroups:
         gaps = acc.gaps
         for g0, g1, j in zip(gaps.starts.tolist(), gaps.ends.tolist(), next_op.tolist(), strict=True):
             g = self.groups.setdefault(str(ops.name[j]) if j >= 0 else "",
-                                       {"occurrences": 0, "total_ns": 0, "longest": (0, 0, 0, "")})
+                                       {"occurrences": 0, "total_ns": 0, "longest": (0, 0, 0, "", 0)})
             g["occurrences"] += 1
             g["total_ns"] += g1 - g0
             if g1 - g0 > g["longest"][0]:
-                g["longest"] = (g1 - g0, g0, g1, acc.window.label)
+                g["longest"] = (g1 - g0, g0, g1, acc.window.label, acc.window.start_ns)
 
     def top(self, con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int, marker: str,
             limit: int) -> list[dict[str, Any]]:
@@ -117,14 +117,15 @@ class _GapGroups:
         that gap) and what the launching host thread was doing during it."""
         out = []
         for name, g in sorted(self.groups.items(), key=lambda kv: -kv[1]["total_ns"])[:limit]:
-            length, g0, g1, label = g["longest"]
+            length, g0, g1, label, step_start = g["longest"]
             ops = load_ops(con, vocab, rank, device_id, g0, g1)
             host = HostActivity.load(con, rank, marker, g0, g1)
             by_cause, nxt = attribute_gaps(iv.Intervals(np.array([g0]), np.array([g1])), ops, host)
             j = int(nxt[0])
             entry: dict[str, Any] = {
                 "rank": rank, "device": device_id, "next_kernel": name or None, "occurrences": g["occurrences"],
-                "total_ns": g["total_ns"], "step": label, "start_ns": g0, "dur_ns": length, "by_cause": by_cause,
+                "total_ns": g["total_ns"], "step": label, "start_ns": g0, "step_offset_ns": g0 - step_start,
+                "dur_ns": length, "by_cause": by_cause,
                 "cause": max(by_cause, key=lambda c: by_cause[c]),
             }
             if j >= 0 and ops.launch_tid[j] >= 0:

@@ -10,7 +10,9 @@ so both give the same report. Workers and this process must see the same cache f
 
 In-process, a report is cached beside the stores, keyed on the stores (each file's identity and rank),
 the options, the config file's content and a digest of tracekit's own code, so analysing an unchanged
-trace again only reads the cached report.
+trace again only reads the cached report. Like a store, a cached report carries its size and CRC-32 (a
+first line before the report's JSON, written in one atomic file): a report damaged in place, even into
+other valid JSON, fails the check and is analysed again.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import dataclasses
 import hashlib
 import json
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -71,14 +74,33 @@ def cached_report(store: Store, opts: AnalyzeOptions) -> dict[str, Any]:
     if not store.files or store._tmp is not None:
         return analyze(store, opts)
     path = store.files[0].db.parent / "reports" / f"{report_key(store, opts)}.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        pass  # absent or damaged: analyse again
-    report = analyze(store, opts)
+    cached = read_cached_report(path)
+    if cached is not None:
+        return cached
+    report = analyze(store, opts)  # absent or damaged: analyse again
     with contextlib.suppress(OSError):  # a read-only cache still answers, only slower next time
-        write_atomically(path, json.dumps(report))
+        write_cached_report(path, report)
     return report
+
+
+def write_cached_report(path: Path, report: dict[str, Any]) -> None:
+    """The report's JSON after a first line that records its size and CRC-32, in one atomic write."""
+    body = json.dumps(report).encode()
+    manifest = {"size_bytes": len(body), "crc32": zlib.crc32(body), "schema": report.get("schema")}
+    write_atomically(path, json.dumps(manifest).encode() + b"\n" + body)
+
+
+def read_cached_report(path: Path) -> dict[str, Any] | None:
+    """The cached report at ``path``, or None when it is absent or fails its size and CRC-32 check."""
+    try:
+        head, _, body = path.read_bytes().partition(b"\n")
+        manifest = json.loads(head)
+        if manifest.get("size_bytes") != len(body) or manifest.get("crc32") != zlib.crc32(body):
+            return None
+        report = json.loads(body)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return report if isinstance(report, dict) else None
 
 
 def _rank_task(path: Path, ranks: tuple[int, ...], cache_dir: Path, opts: AnalyzeOptions) -> list[DeviceAnalysis]:

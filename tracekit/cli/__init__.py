@@ -52,9 +52,9 @@ def main() -> None:
 
 
 # Every command, by the module that serves it.
-from tracekit.cli import analyze, cost, diff, export, floor, predict, reconcile, trace  # noqa: E402
+from tracekit.cli import analyze, cost, diff, export, floor, predict, reconcile, stats, trace  # noqa: E402
 
-for command in (trace.ingest, trace.info, trace.kernels, analyze.analyze, floor.floor_cmd, floor.walls_cmd,
-                floor.configs_cmd, predict.predict_cmd, cost.cost_cmd, reconcile.reconcile_cmd, diff.diff_cmd,
-                export.export_cmd):
+for command in (trace.ingest, trace.info, trace.kernels, stats.api_cmd, stats.nvtx_cmd, stats.memory_cmd,
+                analyze.analyze, floor.floor_cmd, floor.walls_cmd, floor.configs_cmd, predict.predict_cmd,
+                cost.cost_cmd, reconcile.reconcile_cmd, diff.diff_cmd, export.export_cmd):
     main.add_command(command)

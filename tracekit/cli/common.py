@@ -10,10 +10,30 @@ from typing import Any
 
 import click
 
+from tracekit.files import check_outputs
 from tracekit.floor import NEAR_FLOOR_THRESHOLD, ConfigError
 from tracekit.floor import parse_sets as floor_parse_sets
 from tracekit.report.render import FORMATS
 from tracekit.store.inputs import Inputs
+
+# Parameters that name what a command reads, and what it writes (by click parameter name).
+INPUT_PARAMS = ("inputs", "before", "after", "results", "config")
+OUTPUT_PARAMS = ("out_path", "perfetto_path", "parquet_dir", "plots_dir", "plot_path", "cache_dir")
+
+
+def check_output_paths() -> None:
+    """Refuse, before any work, an output option that names an input or a path inside an input folder
+    (every command's inputs and outputs, read from the parsed parameters of the running command)."""
+    ctx = click.get_current_context()
+    inputs: list[Path] = []
+    for name in INPUT_PARAMS:
+        value = ctx.params.get(name)
+        values = value if isinstance(value, tuple) else (value,)
+        # --config names a file only when one exists at that path (else it is a named config).
+        inputs += [Path(v) for v in values if v is not None and (name != "config" or Path(v).is_file())]
+    options = {p.name: p.opts[0] for p in ctx.command.params if p.opts}
+    check_outputs(inputs, {options.get(name, name): ctx.params.get(name) for name in OUTPUT_PARAMS
+                           if ctx.params.get(name) is not None})
 
 
 def input_paths_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -30,6 +50,7 @@ def input_paths_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(command)
     def wrapper(*args: Any, inputs: tuple[Path, ...], cache_dir: Path | None, no_cache: bool, jobs: int,
                 quiet: bool, **kwargs: Any) -> Any:
+        check_output_paths()  # before the inputs are ingested
         return command(*args, inputs=Inputs(tuple(inputs), cache_dir, not no_cache, jobs, quiet), **kwargs)
 
     return wrapper
@@ -46,6 +67,7 @@ def input_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
     return wrapper
 
+
 def output_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Give a click command the shared ``--format`` and ``--out`` options."""
 
@@ -59,6 +81,7 @@ def output_options(command: Callable[..., Any]) -> Callable[..., Any]:
     )
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        check_output_paths()
         return command(*args, **kwargs)
 
     return wrapper

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tracekit.cli.common import analysis_options, output_options
+from tracekit.report.analysis import ms_text
 from tracekit.report.document import Document, Table
 from tracekit.report.render import emit
 
@@ -29,23 +30,40 @@ def _rows(items: dict[str, dict[str, Any]], label: str) -> list[dict[str, Any]]:
              "delta %": _pct(v["delta_fraction"])} for k, v in items.items()]
 
 
+def _ms_text(ns: float | None) -> str:
+    """A change in milliseconds with its sign, 3 decimals."""
+    return "n/a" if ns is None else f"{ns / 1e6:+.3f}" if ns else "0.000"
+
+
+def diff_notes(doc: dict[str, Any]) -> list[str]:
+    """The diff's sentences: the step change (absolute always; its share only when significant), whether the
+    sides compare, the largest explanation, and both sides' reasons and caveats."""
+    step = doc["step"]["p50_ns"]
+    notes = [f"step p50 {ms_text(step['before'])} -> {ms_text(step['after'])} ms ({_ms_text(step['delta'])} ms, "
+             f"{_pct(step['delta_fraction'])}%); verdict {doc['verdict']['before']} -> {doc['verdict']['after']}"]
+    if not doc["step"].get("significant", True):
+        notes.append("the step changed by less than 1% of BEFORE's p50: within noise, so no shares of it are "
+                     "given; the changes below are absolute")
+    notes += [f"inconclusive: {r}" for r in doc.get("inconclusive", [])]
+    if doc["changes"]:
+        top = doc["changes"][0]
+        share = top["share_of_step_delta"]
+        notes.append(f"largest {'explanation' if share is not None else 'change'}: {top['component']} "
+                     f"{_ms_text(top['delta_ns'])} ms" + (f" ({_pct(share)}% of the step change)"
+                                                           if share is not None else ""))
+    notes += [f"reason: {r}" for r in doc["reasons"]] + [f"caveat: {c}" for c in doc["caveats"]]
+    return notes + [f"gate: {r}" for r in doc.get("gate", {}).get("reasons", [])]
+
+
 def diff_document(doc: dict[str, Any]) -> Document:
     """The v1 diff as tables: the step's owners by change (largest explanation first), then each question."""
     import polars as pl
 
-    step = doc["step"]["p50_ns"]
-    notes = [f"step p50 {_ms(step['before'])} -> {_ms(step['after'])} ms ({_pct(step['delta_fraction'])}%); "
-             f"verdict {doc['verdict']['before']} -> {doc['verdict']['after']}"]
-    if doc["changes"]:
-        top = doc["changes"][0]
-        notes.append(f"largest explanation: {top['component']} {_ms(top['delta_ns'])} ms"
-                     + (f" ({_pct(top['share_of_step_delta'])}% of the step change)"
-                        if top["share_of_step_delta"] is not None else ""))
-    notes += [f"inconclusive: {r}" for r in doc["incomparable"]]
-    notes += [f"caveat: {c}" for c in doc["caveats"]] + [f"gate: {r}" for r in doc.get("gate", {}).get("reasons", [])]
+    notes = diff_notes(doc)
     schema = {"before ms": pl.Float64, "after ms": pl.Float64, "delta ms": pl.Float64, "delta %": pl.Float64}
     tables = [
-        Table("changes (largest explanation of the step change first)", pl.DataFrame([{
+        Table("changes (largest explanation of the step change first)" if doc["step"].get("significant", True)
+              else "changes (largest first; the step change is within noise)", pl.DataFrame([{
             "component": c["component"], "before ms": _ms(c["before_ns"]), "after ms": _ms(c["after_ns"]),
             "delta ms": _ms(c["delta_ns"]), "share of step change %": _pct(c["share_of_step_delta"]),
         } for c in doc["changes"]], schema={"component": pl.String, **{k: pl.Float64 for k in

@@ -16,16 +16,64 @@ def _ms(ns: int | None) -> float | None:
     return None if ns is None else round(ns / 1e6, 4)
 
 
+def ms_text(ns: int | float | None) -> str:
+    """Milliseconds with 3 decimals, for sentences."""
+    return "n/a" if ns is None else f"{ns / 1e6:.3f}"
+
+
 def _pct(x: float | None) -> float | None:
     return None if x is None else round(100 * x, 1)
+
+
+def overlap_text(ec: dict[str, Any]) -> str:
+    """How much communication the compute kernels hid, or that there was none."""
+    if not ec["comm_ns"]:
+        return "no communication"
+    text = f"overlapped {_pct(ec['overlap_fraction'])}% by compute kernels"
+    if ec.get("exposed_under_memops_ns"):
+        text += f" ({_pct(ec['overlap_fraction_incl_memops'])}% counting memory copies and sets as hiding it)"
+    return text
+
+
+def exposed_comm_rows(ec: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """(collective, comm ns, exposed ns) of the median step, then the concurrent-collectives correction and
+    the total: the rows above the total add up to it."""
+    rows = [(c, v["comm_ns"], v["exposed_ns"]) for c, v in ec["by_collective"].items()]
+    if ec.get("concurrent_ns"):  # kernel time of collectives that overlapped one another, counted once in all
+        rows.append(("concurrent collectives (counted once)", -ec["concurrent_ns"], 0))
+    return [*rows, ("total", ec["comm_ns"], ec["exposed_ns"])] if rows else []
+
+
+def median_step_text(ec: dict[str, Any]) -> str:
+    """Which step the communication figures come from."""
+    step = ec.get("step")
+    if not step:
+        return "median step"
+    return f"median step ({step['label']}, rank {step['rank']} device {step['device']}, {ms_text(step['dur_ns'])} ms)"
+
+
+def exposed_comm_table(ec: dict[str, Any]) -> Table:
+    """Question 2 for the median step: one row per collective; rows add up to the total row."""
+    rows = exposed_comm_rows(ec)
+    return Table(
+        f"2. exposed communication in the {median_step_text(ec)}",
+        pl.DataFrame({"collective": [r[0] for r in rows], "comm ms": [_ms(r[1]) for r in rows],
+                      "exposed ms": [_ms(r[2]) for r in rows]},
+                     schema={"collective": pl.String, "comm ms": pl.Float64, "exposed ms": pl.Float64}),
+        note=f"communication {ms_text(ec['comm_ns'])} ms, exposed {ms_text(ec['exposed_ns'])} ms "
+             f"({_pct(ec['fraction'])}% of the step); {overlap_text(ec)}",
+    )
 
 
 def report_document(report: dict[str, Any]) -> Document:
     """Render the v1 report dict as titled tables with the verdict and reasons as notes."""
     steps = report["steps"]
     notes = [f"verdict: {report['verdict']}"] + [f"reason: {r}" for r in report["reasons"]]
-    notes.append(f"steps: {steps['count']} from {', '.join(steps['source'])}; p50 {_ms(steps['step_ns_p50'])} ms, "
-                 f"p99 {_ms(steps['step_ns_p99'])} ms; slowest rank {steps['slowest_rank']}")
+    incomplete = steps.get("incomplete") or 0
+    left_out = (f" (over {steps['count'] - incomplete} complete steps: the last step of each device, which ends "
+                "at its own last operation, is left out)") if incomplete else ""
+    notes.append(f"steps: {steps['count']} from {', '.join(steps['source'])}; p50 {ms_text(steps['step_ns_p50'])} ms, "
+                 f"p99 {ms_text(steps['step_ns_p99'])} ms{left_out}; slowest rank {steps['slowest_rank']}")
     notes += [f"caveat: {c}" for c in report["caveats"]]
     notes += [f"fit: {n}" for n in (report.get("fit") or {}).get("notes", [])]
     tables: list[Table] = []
@@ -46,7 +94,7 @@ def report_document(report: dict[str, Any]) -> Document:
         "1. host gaps per step (median)",
         pl.DataFrame({"cause": [r[0] for r in gap_rows], "ms": [r[1] for r in gap_rows]},
                      schema={"cause": pl.String, "ms": pl.Float64}),
-        note=f"total {_ms(hg['total_ns'])} ms = {_pct(hg['fraction'])}% of the step",
+        note=f"total {ms_text(hg['total_ns'])} ms = {_pct(hg['fraction'])}% of the step",
     ))
     if hg["top"]:
         tables.append(Table("costliest gaps (repeats across steps collapsed)", pl.DataFrame([{
@@ -55,16 +103,7 @@ def report_document(report: dict[str, Any]) -> Document:
             "next kernel": g["next_kernel"], "host range": (g.get("host") or {}).get("range"),
             "host call": (g.get("host") or {}).get("api_call"),
         } for g in hg["top"]])))
-    ec = report["exposed_comm"]
-    tables.append(Table(
-        "2. exposed communication per step (median)",
-        pl.DataFrame({"collective": list(ec["by_collective"]),
-                      "comm ms": [_ms(v["comm_ns"]) for v in ec["by_collective"].values()],
-                      "exposed ms": [_ms(v["exposed_ns"]) for v in ec["by_collective"].values()]},
-                     schema={"collective": pl.String, "comm ms": pl.Float64, "exposed ms": pl.Float64}),
-        note=f"communication {_ms(ec['comm_ns'])} ms, exposed {_ms(ec['exposed_ns'])} ms "
-             f"({_pct(ec['fraction'])}% of the step); overlapped {_pct(ec['overlap_fraction'])}%",
-    ))
+    tables.append(exposed_comm_table(report["exposed_comm"]))
     tables.append(Table("3. kernel classes per step (median)", pl.DataFrame([{
         "class": c["name"], "measured ms": _ms(c["measured_ns"]), "budget ms": _ms(c["budget_ns"]),
         "ratio": None if c["ratio"] is None else round(c["ratio"], 2), "excess ms": _ms(c["excess_ns"]),

@@ -17,6 +17,7 @@ from tracekit.files import write_atomically
 from tracekit.report.document import Document
 from tracekit.report.html_assets import CSS, JS
 from tracekit.report.html_charts import class_bars, esc, floor_bars, legend, ms, timeline, walls_chart
+from tracekit.report.text import shorten
 from tracekit.report.timeline import CAUSE_COLOURS, EXPOSED_COLOUR, analysis_colours, pictures
 
 NAME_CHARS = 160
@@ -49,8 +50,8 @@ def _table(head: list[str], rows: list[list[Any]], numeric: set[int] | None = No
 
     def cell(i: int, v: Any) -> str:
         text = str(v)
-        if i in names and len(text) > NAME_CHARS:  # long kernel names: cut, the whole name on hover
-            return f'<td{cls(i)} title="{esc(text)}">{esc(text[:NAME_CHARS - 1])}…</td>'
+        if i in names and len(text) > NAME_CHARS:  # long kernel names: the middle cut, the whole name on hover
+            return f'<td{cls(i)} title="{esc(text)}">{esc(shorten(text, NAME_CHARS))}</td>'
         return f"<td{cls(i)}>{esc(text)}</td>"
 
     th = "".join(f"<th{cls(i)}>{esc(h)}</th>" for i, h in enumerate(head))
@@ -118,8 +119,9 @@ def _classes_section(report: dict[str, Any], colours: dict[str, str]) -> str:
 def _gaps_section(report: dict[str, Any]) -> str:
     hg = report["host_gaps"]
     causes = _table(["cause", "per step"], [[c, ms(v)] for c, v in hg["by_cause"].items()], numeric={1})
-    top = _table(["rank", "device", "step", "at", "length", "cause", "next kernel", "host range", "host call"],
-                 [[g["rank"], g["device"], g["step"], ms(g["start_ns"]), ms(g["dur_ns"]), g["cause"],
+    top = _table(["rank", "device", "step", "at (from the step's start)", "length", "cause", "next kernel",
+                  "host range", "host call"],
+                 [[g["rank"], g["device"], g["step"], ms(g["step_offset_ns"]), ms(g["dur_ns"]), g["cause"],
                    g["next_kernel"] or "", (g.get("host") or {}).get("range") or "",
                    (g.get("host") or {}).get("api_call") or ""] for g in hg["top"]], numeric={3, 4}, names={6})
     return (f"<section><h2>1. Host gaps: {esc(ms(hg['total_ns']))} per step ({hg['fraction']:.1%})</h2>{causes}"
@@ -127,11 +129,12 @@ def _gaps_section(report: dict[str, Any]) -> str:
 
 
 def _comm_section(report: dict[str, Any]) -> str:
+    from tracekit.report.analysis import exposed_comm_rows, median_step_text, overlap_text
+
     ec = report["exposed_comm"]
-    rows = [[c, ms(v["comm_ns"]), ms(v["exposed_ns"])] for c, v in ec["by_collective"].items()]
-    overlap = "" if ec["overlap_fraction"] is None else f", {ec['overlap_fraction']:.0%} overlapped"
-    return (f"<section><h2>2. Exposed communication: {esc(ms(ec['exposed_ns']))} per step of "
-            f"{esc(ms(ec['comm_ns']))}{overlap}</h2>"
+    rows = [[c, ms(comm), ms(exposed)] for c, comm, exposed in exposed_comm_rows(ec)]
+    return (f"<section><h2>2. Exposed communication: {esc(ms(ec['exposed_ns']))} of {esc(ms(ec['comm_ns']))} in "
+            f"the median step; {esc(overlap_text(ec))}</h2><p>{esc(median_step_text(ec))}</p>"
             f"{_table(['collective', 'communication', 'exposed'], rows, numeric={1, 2})}</section>")
 
 

@@ -12,6 +12,7 @@ body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
        background: var(--bg); margin: 0 auto; padding: 16px 24px 40px; max-width: 1360px; }
 h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid var(--line);
   padding-bottom: 4px; } h3 { font-size: 15px; margin: 16px 0 6px; }
+h1, h2, h3 { overflow-wrap: anywhere; } /* a kernel name in a heading wraps, never runs off the page */
 .sub { color: var(--muted); font-size: 13px; word-break: break-all; }
 .verdict { display: inline-block; padding: 2px 12px; border-radius: 12px; color: #fff; font-weight: 600;
            letter-spacing: .02em; }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from tracekit.analysis.caveats import capture_caveats
+from tracekit.analysis.caveats import capture_caveats, caveat_texts
 from tracekit.analysis.steps import step_candidates
 from tracekit.report.document import Document, Table
 from tracekit.store.ingest import Store
@@ -75,7 +75,7 @@ def info_document(store: Store) -> Document:
             Table("read notes", notes, note="what the reader skipped or could not read; caveats list those that "
                   "limit an analysis"),
         ],
-        notes=[c.text for c in caveats] + store.warnings,
+        notes=caveat_texts(caveats) + store.warnings,
     )
     doc.data = {t.title.replace(" ", "_"): t.frame.to_dicts() for t in doc.tables}
     doc.data["caveats"] = [{"kind": c.kind, "rank": c.rank, "text": c.text} for c in caveats]

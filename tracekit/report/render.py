@@ -2,51 +2,85 @@
 
 A command builds a ``Document`` (titled polars tables plus, optionally, a JSON document of its own)
 and calls ``emit``. Text that came from a trace is untrusted: every renderer makes it inert (control
-characters and ANSI escapes shown escaped, Markdown and HTML markup escaped, very long names cut in
-the human formats only).
+characters and ANSI escapes shown escaped, Markdown and HTML markup escaped). The human formats fit the
+reader: a table fits the terminal (``COLUMNS``, else the width of the terminal on stdout or stderr),
+long names are shortened in the middle so their distinguishing tail stays, nanoseconds print as plain
+integers, milliseconds with 3 decimals and percentages with 1. JSON and CSV keep every name whole and
+every number as is.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import math
+import os
 import re
 from pathlib import Path
 
 import click
 import polars as pl
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
 from tracekit.files import write_atomically
-from tracekit.report.document import Document
-from tracekit.report.text import inert, markdown_escape
+from tracekit.report.document import Document, Table
+from tracekit.report.text import inert, markdown_escape, shorten
 
 FORMATS = ("table", "markdown", "csv", "json", "html")
-MAX_CELL_CHARS = 160
+DEFAULT_WIDTH = 160  # a table's width when neither COLUMNS nor a terminal says otherwise
+MARKDOWN_NAME_CHARS = 120  # a Markdown cell longer than this is shortened in the middle
+MIN_NAME_CHARS = 16  # a name column is never squeezed below this in a table
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_NS_COLUMN = re.compile(r"(^|[ _(])ns\)?$")
+_MS_COLUMN = re.compile(r"(^|[ _(])ms($|[ _)])")
 
 
+def column_unit(name: str) -> str | None:
+    """'ns', 'ms' or '%' when a column's name says its values are in that unit."""
+    if _NS_COLUMN.search(name):
+        return "ns"
+    return "ms" if _MS_COLUMN.search(name) else "%" if name.endswith("%") else None
 
 
+def _number(value: float) -> str:
+    """A float without an exponent where one is not needed."""
+    if not math.isfinite(value):
+        return str(value)
+    size = abs(value)
+    if size == 0:
+        return "0"
+    if size >= 1e6:
+        return f"{value:,.0f}"
+    if size >= 100:
+        return f"{value:,.1f}"
+    return f"{value:.4g}" if size >= 1e-3 else f"{value:.3g}"
 
-def _cut(text: str) -> str:
-    return text if len(text) <= MAX_CELL_CHARS else text[: MAX_CELL_CHARS - 1] + "…"
 
-
-def _cell(value: object) -> str:
+def _cell(value: object, unit: str | None = None) -> str:
     if value is None:
         return ""
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int):
-        return f"{value:,}"
+        return str(value) if unit == "ns" else f"{value:,}"
     if isinstance(value, float):
-        return f"{value:,.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
-    return _cut(inert(value))
+        if unit == "ns" and math.isfinite(value):
+            return str(round(value))
+        if unit == "ms" and math.isfinite(value):
+            return f"{value:,.3f}"
+        if unit == "%" and math.isfinite(value):
+            return f"{value:,.1f}"
+        return _number(value)
+    return inert(value)
 
+
+def _cells(frame: pl.DataFrame) -> list[list[str]]:
+    """Every cell of ``frame`` as display text, column by column."""
+    return [[_cell(v, column_unit(c)) for v in frame[c].to_list()] for c in frame.columns]
 
 
 def render_markdown(doc: Document) -> str:
@@ -59,8 +93,9 @@ def render_markdown(doc: Document) -> str:
         cols = t.frame.columns
         lines.append("| " + " | ".join(markdown_escape(c) for c in cols) + " |")
         lines.append("|" + "|".join("---:" if t.frame[c].dtype.is_numeric() else "---" for c in cols) + "|")
-        for row in t.frame.iter_rows():
-            lines.append("| " + " | ".join(markdown_escape(_cell(v)) for v in row) + " |")
+        columns = [[shorten(v, MARKDOWN_NAME_CHARS) for v in col] for col in _cells(t.frame)]
+        for row in zip(*columns, strict=True):
+            lines.append("| " + " | ".join(markdown_escape(v) for v in row) + " |")
     for title, text in doc.blocks:
         fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
         lines += ["", f"**{markdown_escape(inert(title))}**", "", fence + "sh", inert(text), fence]
@@ -89,23 +124,65 @@ def render_json(doc: Document) -> str:
     return json.dumps(doc.json_body(), indent=2, ensure_ascii=True, default=str) + "\n"
 
 
+def _fit(widths: list[int], shrinkable: list[bool], total: int) -> list[int]:
+    """Column widths within ``total`` characters of content: the others keep theirs, and the shrinkable
+    (text) columns share the rest evenly (water-filling: a narrow one keeps its width and leaves its unused
+    share to the wider ones), none below ``MIN_NAME_CHARS``."""
+    fixed = sum(w for w, s in zip(widths, shrinkable, strict=True) if not s)
+    flexible = sorted((w, i) for i, (w, s) in enumerate(zip(widths, shrinkable, strict=True)) if s)
+    budget, out = total - fixed, list(widths)
+    for k, (w, i) in enumerate(flexible):  # water-filling: narrow columns keep their width
+        share = max(MIN_NAME_CHARS, budget // (len(flexible) - k))
+        out[i] = min(w, share)
+        budget -= out[i]
+    return out
+
+
+def _rich_table(t: Table, width: int) -> RichTable:
+    """One table whose rows fit ``width`` columns: long text cells shortened in the middle, one line each."""
+    columns = _cells(t.frame)
+    numeric = [t.frame[c].dtype.is_numeric() for c in t.frame.columns]
+    natural = [max([cell_len(c)] + [cell_len(v) for v in col]) for c, col in zip(t.frame.columns, columns,
+                                                                                 strict=True)]
+    fitted = _fit(natural, [not n for n in numeric], width - 3 * len(natural) - 1)  # borders and padding
+    rt = RichTable()
+    for c, is_numeric, w, n in zip(t.frame.columns, numeric, fitted, natural, strict=True):
+        if is_numeric:  # a number is never cut: when they alone are too wide, the line runs long
+            rt.add_column(Text(c), justify="right", no_wrap=True, min_width=n)
+        else:
+            rt.add_column(Text(c), justify="left", no_wrap=True, max_width=max(w, 1), overflow="ellipsis")
+    cut = [[v if n else shorten(v, w) for v in col] for col, n, w in zip(columns, numeric, fitted, strict=True)]
+    for row in zip(*cut, strict=True):
+        rt.add_row(*(Text(v) for v in row))
+    return rt
+
+
 def render_table(doc: Document, console: Console) -> None:
     console.print(Text(inert(doc.title), style="bold"))
     for n in doc.notes:
         console.print(Text("• " + inert(n)))
     for t in doc.tables:
-        rt = RichTable(title=Text(inert(t.title), style="bold"), title_justify="left")
-        for c in t.frame.columns:
-            rt.add_column(Text(c), justify="right" if t.frame[c].dtype.is_numeric() else "left")
-        for row in t.frame.iter_rows():
-            rt.add_row(*(Text(_cell(v)) for v in row))
-        console.print(rt)
+        console.print(Text(inert(t.title), style="bold"))  # above the table: a title never wraps to its width
+        console.print(_rich_table(t, console.width), crop=False)  # numbers too wide: the line runs long
         if t.note:
             console.print(Text(inert(t.note)))
     for title, text in doc.blocks:
         console.print(Text(inert(title), style="bold"))
         console.print(Text(inert(text)), soft_wrap=True)
 
+
+def table_width() -> int:
+    """The width a table should fit: ``COLUMNS``, else the terminal on stdout (or on stderr, when stdout is
+    piped into a pager), else ``DEFAULT_WIDTH``."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    for fd in (1, 2):
+        try:
+            return os.get_terminal_size(fd).columns
+        except OSError:
+            continue
+    return DEFAULT_WIDTH
 
 
 def render(doc: Document, fmt: str, width: int | None = None) -> str:
@@ -121,7 +198,7 @@ def render(doc: Document, fmt: str, width: int | None = None) -> str:
 
         return document_html(doc)
     buf = io.StringIO()
-    render_table(doc, Console(file=buf, width=width or 200, force_terminal=False, color_system=None))
+    render_table(doc, Console(file=buf, width=width or table_width(), force_terminal=False, color_system=None))
     return buf.getvalue()
 
 
@@ -131,9 +208,6 @@ def emit(doc: Document, fmt: str, out_path: Path | None) -> None:
         write_atomically(out_path, render(doc, fmt))
         return
     if fmt == "table":
-        console = Console(highlight=False)
-        if not console.is_terminal:
-            console = Console(highlight=False, width=160)
-        render_table(doc, console)
+        render_table(doc, Console(highlight=False, width=table_width()))
     else:
         click.echo(render(doc, fmt), nl=False)

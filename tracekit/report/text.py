@@ -1,4 +1,5 @@
-"""Untrusted text made safe to show: every renderer passes names that came from a trace through here."""
+"""Text from a trace made safe and short for people: control characters escaped, Markdown and HTML markup
+escaped, long names cut in the middle. Shared by every renderer (``render``, the HTML page, the plots)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,15 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
 def inert(text: object) -> str:
     """Make untrusted text safe to print: control characters (ANSI escapes, newlines) become escapes."""
     return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), str(text))
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters in the middle, keeping more of the tail (where kernel names
+    carry their template arguments and signature, the part that tells one from another)."""
+    if len(text) <= width:
+        return text
+    head = max(1, (width - 1) * 2 // 5)
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
 def markdown_escape(text: str) -> str:

@@ -16,8 +16,8 @@ from tracekit.analysis.accounting import StepAccount
 from tracekit.analysis.analyze import Analysis, DeviceAnalysis
 from tracekit.analysis.detail import Detail
 from tracekit.analysis.gaps import CAUSES, gap_causes
+from tracekit.analysis.ops import MEMOP_CLASSES
 
-MEMOP_KINDS = frozenset({"memcpy", "memset"})  # a memop's class and name are its kind (analysis.ops)
 UNKNOWN_CAUSE = "unknown"
 
 # Qualitative palette (Tableau 10 and lighter companions) for compute classes; reds for communication.
@@ -72,7 +72,7 @@ class StepPicture:
 
 def is_memop(cls: np.ndarray, name: np.ndarray) -> np.ndarray:
     """Memory operations among a device's ops (their class and name are both the memop kind)."""
-    return np.array([c == n and c in MEMOP_KINDS for c, n in zip(cls, name, strict=True)], dtype=bool)
+    return np.array([c == n and c in MEMOP_CLASSES for c, n in zip(cls, name, strict=True)], dtype=bool)
 
 
 def communication_classes(report: dict) -> frozenset[str]:
@@ -88,7 +88,7 @@ def class_colours(names: Iterable[str], communication: frozenset[str]) -> dict[s
     out: dict[str, str] = {}
     compute = comm = 0
     for name in sorted(set(names)):
-        if name in MEMOP_KINDS:
+        if name in MEMOP_CLASSES:
             out[name] = _MEMOP_COLOUR
         elif name in communication:
             out[name] = _COMM_PALETTE[comm % len(_COMM_PALETTE)]

@@ -3,9 +3,9 @@
 - An event (kernel, copy, API call, range) that ends before it starts, or lacks its start, end, device
   or host thread, is a damaged record: no profiler writes one on purpose. It is dropped and counted in
   ``read_notes`` (kinds ``negative_duration``, ``incomplete_record``; reports show them as caveats); a
-  kernel without a name is kept as ``(unnamed kernel)``; a file left with no GPU event is an input
-  error. Zero-length events are kept: integer-microsecond Kineto traces round sub-microsecond kernels
-  down to 0.
+  kernel without a name is kept as ``(unnamed kernel)``; a file left with no GPU event (all damaged)
+  is an input error. A CPU-only capture, which never had one, keeps its ``no_gpu_activity`` note.
+  Zero-length events are kept: integer-microsecond Kineto traces round sub-microsecond kernels down to 0.
 - The same file given twice, or two files holding the very same kernels, would count one capture
   as two ranks: an input error.
 - Ranks whose kernels ran on different GPU models get a warning (a caveat in reports), not an error:
@@ -20,6 +20,7 @@ from pathlib import Path
 import duckdb
 
 from tracekit.errors import InputError
+from tracekit.parsers.schema import NO_GPU_ACTIVITY
 
 # (table, condition, note kind, what the dropped rows are): damaged records, dropped at ingest.
 _DAMAGED = (
@@ -57,7 +58,8 @@ def drop_damaged_records(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         return
     con.executemany("INSERT INTO read_notes VALUES (?, ?, ?, ?)", notes)
     (gpu,) = con.execute("SELECT (SELECT count(*) FROM kernels) + (SELECT count(*) FROM memops)").fetchone()
-    if gpu == 0:
+    (cpu_only,) = con.execute("SELECT count(*) FROM read_notes WHERE kind = ?", [NO_GPU_ACTIVITY]).fetchone()
+    if gpu == 0 and not cpu_only:  # every GPU event was damaged (a CPU-only capture never had one)
         raise InputError(f"{path}: no usable GPU event (each ends before it starts or lacks its time or device); "
                          "the trace is damaged: export or capture it again")
 

@@ -1,4 +1,5 @@
-"""Per-name summaries of kernels, API calls and NVTX ranges, with the statistics of ``nsys stats``.
+"""Per-name summaries of kernels, API calls, NVTX ranges and memory operations, with the statistics of
+``nsys stats``.
 
 Each function runs one DuckDB query over the store tables (all ranks pooled) and returns a polars
 DataFrame ordered by total time, descending. Statistics follow the nsys report scripts (facts §6):
@@ -7,6 +8,8 @@ an even count), ``stddev_ns`` the sample standard deviation (0 for a single inst
 100 x total / the sum of ``total_ns`` over all rows. Values are not rounded; nsys prints avg, median and
 stddev rounded to 1 decimal. Every statistic is computed from exact integer sums, so a report is the
 same byte for byte however DuckDB's threads split the rows.
+Memory operations are also summarised by size, in bytes (nsys prints MB,
+10^6 bytes, to 3 decimals).
 """
 
 from __future__ import annotations
@@ -88,3 +91,31 @@ def nvtx_summary(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         FROM nvtx r JOIN last l ON l.rank IS NOT DISTINCT FROM r.rank
     )"""
     return con.sql(_stats(source, "name, style")).pl()
+
+
+# nsys's name for a memory operation: "[CUDA memcpy HtoD]", "[CUDA memset]" (the 2022.4 reports' spelling).
+_MEMOP_OPERATION = """CASE WHEN kind = 'memset' THEN '[CUDA memset]'
+    WHEN copy_kind IS NULL THEN '[CUDA memcpy]' ELSE '[CUDA memcpy ' || copy_kind || ']' END"""
+
+
+def memop_time_summary(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """GPU time per memory operation kind (nsys ``cuda_gpu_mem_time_sum``, 2022.4 ``gpumemtimesum``)."""
+    return con.sql(_stats(f"(SELECT {_MEMOP_OPERATION} AS operation, dur_ns FROM memops)", "operation")).pl()
+
+
+def memop_size_summary(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Bytes per memory operation kind (nsys ``cuda_gpu_mem_size_sum``, 2022.4 ``gpumemsizesum``): the
+    statistics of ``_stats`` over each operation's size, ordered by total bytes, descending."""
+    return con.sql(f"""
+        SELECT {_MEMOP_OPERATION} AS operation,
+            count(*) AS instances,
+            sum(bytes)::BIGINT AS total_bytes,
+            avg(bytes) AS avg_bytes,
+            median(bytes)::DOUBLE AS med_bytes,
+            min(bytes) AS min_bytes,
+            max(bytes) AS max_bytes,
+            coalesce(stddev_samp(bytes), 0.0) AS stddev_bytes
+        FROM memops
+        GROUP BY ALL
+        ORDER BY total_bytes DESC, 1
+    """).pl()

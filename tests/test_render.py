@@ -1,0 +1,78 @@
+"""What a person reads: tables fit the terminal, long names keep their tail, numbers print in their unit,
+a caveat shared by ranks prints once; JSON and CSV keep every name whole."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+
+import polars as pl
+import pytest
+
+from tracekit.analysis.caveats import Caveat, caveat_texts
+from tracekit.report.document import Document, Table
+from tracekit.report.render import emit, render
+from tracekit.report.text import shorten
+
+LONG = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl<at::native::BinaryFunctor<float, "
+        "float, float, at::native::binary_internal::MulFunctor<float>>>(at::TensorIteratorBase&, "
+        "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float>> "
+        "const&)::{lambda(int)#1}>(int, DISTINGUISHING_TAIL_42)")
+
+
+def document() -> Document:
+    frame = pl.DataFrame({"name": [LONG, "short_kernel"], "instances": [3, 12_000],
+                          "total_ns": [265_140, 1_060_560_000], "avg_ns": [88_380.333, 88_380.0],
+                          "measured ms": [0.0883803, 1060.56], "time_pct": [0.025, 99.975]})
+    return Document("tracekit kernels", [Table("kernels by name", frame)])
+
+
+@pytest.mark.parametrize("columns", [80, 120, 200])
+def test_a_table_fits_the_terminal_width(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
+                                         columns: int) -> None:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    emit(document(), "table", None)
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= columns
+    rows = [line for line in lines if line.startswith("│")]
+    assert len(rows) == 2  # one line per row: no name wraps into a multi-line cell
+    cell = rows[0].split("│")[1].strip()
+    assert "…" in cell and cell.startswith("void") and cell.endswith("_42)")  # head and tail, middle cut
+    assert "DISTINGUISHING_TAIL_42)" in cell or columns < 120
+
+
+def test_long_names_are_cut_in_the_middle_keeping_the_tail() -> None:
+    cut = shorten(LONG, 60)
+    assert len(cut) == 60 and cut.startswith("void at::native::") and cut.endswith("DISTINGUISHING_TAIL_42)")
+    assert shorten("short", 60) == "short"
+
+
+def test_markdown_cuts_names_but_json_and_csv_keep_them_whole() -> None:
+    doc = document()
+    markdown = render(doc, "markdown")
+    assert LONG not in markdown.replace("\\", "") and "DISTINGUISHING\\_TAIL\\_42)" in markdown
+    body = json.loads(render(doc, "json"))
+    assert body["kernels by name"][0]["name"] == LONG
+    rows = list(csv.DictReader(io.StringIO(render(doc, "csv"))))
+    assert rows[0]["name"] == LONG
+
+
+def test_numbers_print_in_their_unit() -> None:
+    """Nanoseconds as plain integers (never 8.838e+04), milliseconds with 3 decimals."""
+    for fmt in ("table", "markdown"):
+        text = render(document(), fmt, width=200)
+        assert not re.search(r"\de[+-]\d", text), text
+        assert "88380" in text and "1060560000" in text and "265140" in text
+        assert "0.088" in text and "1,060.560" in text
+
+
+def test_a_caveat_shared_by_ranks_is_printed_once_naming_them() -> None:
+    same = "no NVTX ranges or user annotations (no step markers or phase names)"
+    caveats = [Caveat("no_ranges", r, f"rank {r}: {same}") for r in range(8)]
+    caveats += [Caveat("unmatched_launch", 3, "rank 3: 64 kernels without their launch call"),
+                Caveat("unmatched_launch", 1, "rank 1: 64 kernels without their launch call"),
+                Caveat("unmatched_launch", 2, "rank 2: 5 kernels without their launch call")]
+    assert caveat_texts(caveats) == [f"ranks 0-7: {same}", "ranks 1, 3: 64 kernels without their launch call",
+                                     "rank 2: 5 kernels without their launch call"]
