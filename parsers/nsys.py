@@ -10,8 +10,6 @@ pitfalls P1-P12 handled here.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -25,8 +23,8 @@ from tracekit.parsers.schema import NO_GPU_ACTIVITY
 
 from .nsys_meta import KERNEL_TABLE, ExportInfo, inspect_export
 from .nsys_ranks import assign_process_ranks
+from .nsys_stream import ArrowStream, one_line
 
-BATCH_ROWS = 65536  # rows per Arrow batch: also the window in which adbc infers column types
 PID = "(({g} >> 24) & 16777215)"  # the pid in a globalPid/globalTid (facts §2.10)
 TID = "({g} & 16777215)"
 # ENUM_CUDA_MEMCPY_OPER (facts §2.4); index = copyKind.
@@ -46,34 +44,27 @@ def read_nsys(path: Path, con: duckdb.DuckDBPyConnection) -> None:
     try:
         db = adbc_sqlite.connect(info.uri)
     except adbc_driver_manager.Error as exc:
-        raise InputError(f"{path}: cannot open as SQLite ({_one_line(exc)})") from None
+        raise InputError(f"{path}: cannot open as SQLite ({one_line(exc)})") from None
     try:
         _Loader(path, info, db, con).run()
     finally:
         db.close()
 
 
-def _one_line(exc: BaseException) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
-
-class _Loader:
+class _Loader(ArrowStream):
     """One export's ingest: streams each activity table from SQLite into a store table."""
 
     def __init__(
         self, path: Path, info: ExportInfo, db: adbc_driver_manager.dbapi.Connection,
         con: duckdb.DuckDBPyConnection,
     ) -> None:  # fmt: skip
-        self.path, self.info, self.db, self.con = path, info, db, con
+        super().__init__(path, db, info.replaced_strings)
+        self.info, self.con = info, con
         self.strings = pa.table({"id": pa.array([], pa.int64()), "value": pa.array([], pa.string())})
-        self.errors: list[str] = []  # read errors met while DuckDB pulled batches
-        self.lock = threading.Lock()
         self.notes: list[tuple[str, int, str]] = []
-        self.replaced = info.replaced_strings
         self.missing: list[str] = []
         self.rank_source: str | None = None  # 'recorded' or 'process_order' when the file's rows carry ranks
-
-    # --- reading -----------------------------------------------------------------------------
 
     def _columns(self, base: str, wanted: list[str], required: list[str]) -> tuple[str, str] | None:
         """The export's table name and a SELECT list of the wanted columns it has (None: no table)."""
@@ -84,49 +75,6 @@ class _Loader:
         if lacking := [c for c in required if c not in have]:
             raise InputError(f"{self.path}: table {table} lacks column(s) {', '.join(lacking)}")
         return table, ", ".join(f'"{c}"' for c in wanted if c in have)
-
-    def _stream(
-        self, sql: str, table: str, db: adbc_driver_manager.dbapi.Connection | None = None
-    ) -> pa.RecordBatchReader:
-        """Stream a query's result as Arrow batches, invalid UTF-8 replaced; read errors -> InputError.
-
-        An error raised while DuckDB pulls batches would surface as a DuckDB error; it is kept in
-        ``self.errors`` instead and re-raised as InputError once the insert returns.
-        """
-        cur = (db or self.db).cursor()
-        cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
-        try:
-            cur.execute(sql)
-            reader = cur.fetch_record_batch()
-        except (adbc_driver_manager.Error, pa.ArrowException, OSError) as exc:
-            cur.close()
-            raise InputError(f"{self.path}: cannot read {table} ({_one_line(exc)})") from None
-
-        def batches() -> Iterator[pa.RecordBatch]:
-            try:
-                for batch in reader:
-                    yield self._fix_utf8(batch)
-            except (adbc_driver_manager.Error, pa.ArrowException, OSError) as exc:
-                self.errors.append(f"{self.path}: cannot read {table} ({_one_line(exc)})")
-            finally:
-                cur.close()
-
-        return pa.RecordBatchReader.from_batches(reader.schema, batches())
-
-    def _fix_utf8(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """Replace invalid UTF-8 in string columns (adbc does not validate it; DuckDB rejects it)."""
-        for i, column in enumerate(batch.columns):
-            if not pa.types.is_string(column.type):
-                continue
-            try:
-                column.validate(full=True)
-            except pa.ArrowInvalid:
-                values = column.view(pa.binary()).to_pylist()
-                with self.lock:
-                    self.replaced += sum(v is not None and not _valid(v) for v in values)
-                fixed = pa.array([None if v is None else v.decode("utf-8", "replace") for v in values])
-                batch = batch.set_column(i, batch.schema.field(i), fixed)
-        return batch
 
     def _insert(
         self,
@@ -192,7 +140,7 @@ class _Loader:
         try:
             db = adbc_sqlite.connect(self.info.uri)
         except adbc_driver_manager.Error as exc:
-            raise InputError(f"{self.path}: cannot open as SQLite ({_one_line(exc)})") from None
+            raise InputError(f"{self.path}: cannot open as SQLite ({one_line(exc)})") from None
         con = self.con.cursor()
         try:
             self._kernels(con, db)
@@ -437,13 +385,6 @@ class _Loader:
                 self._insert("INSERT INTO trace_meta (rank, key, value) SELECT rank, key, value FROM _nsys_meta",
                              {"_nsys_meta": table})
 
-
-def _valid(value: bytes) -> bool:
-    try:
-        value.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 # The pids of every process with events in the store.
