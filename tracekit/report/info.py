@@ -15,20 +15,8 @@ def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None
     return con.sql(sql, params=params or None).pl()
 
 
-def info_document(store: Store) -> Document:
-    """Every section of `tracekit info` for an open store."""
-    con = store.con
-    files = pl.DataFrame(
-        {"rank": [r for f in store.files for r in f.ranks],
-         "file": [str(f.source) for f in store.files for _ in f.ranks],
-         "cached": [f.reused for f in store.files for _ in f.ranks]}
-    )
-    traces = _frame(con, """
-        SELECT rank, source_format AS format, format_version, product_version,
-               start_ns, end_ns, end_ns - start_ns AS span_ns
-        FROM trace_info ORDER BY rank
-    """)
-    files = files.join(traces, on="rank", how="left")
+def _capture_tables(con: duckdb.DuckDBPyConnection) -> tuple[pl.DataFrame, ...]:
+    """What the capture holds: devices, processes, streams and event counts per rank."""
     devices = _frame(con, """
         SELECT rank, device_id, name, sm_count, memory_bytes, compute_major, compute_minor
         FROM devices ORDER BY rank, device_id
@@ -51,6 +39,24 @@ def info_document(store: Store) -> Document:
           (SELECT count(*) FROM ranges r WHERE r.rank = t.rank) AS ranges
         FROM trace_info t ORDER BY t.rank
     """)
+    return devices, processes, streams, counts
+
+
+def info_document(store: Store) -> Document:
+    """Every section of `tracekit info` for an open store."""
+    con = store.con
+    files = pl.DataFrame(
+        {"rank": [r for f in store.files for r in f.ranks],
+         "file": [str(f.source) for f in store.files for _ in f.ranks],
+         "cached": [f.reused for f in store.files for _ in f.ranks]}
+    )
+    traces = _frame(con, """
+        SELECT rank, source_format AS format, format_version, product_version,
+               start_ns, end_ns, end_ns - start_ns AS span_ns
+        FROM trace_info ORDER BY rank
+    """)
+    files = files.join(traces, on="rank", how="left")
+    devices, processes, streams, counts = _capture_tables(con)
     notes = _frame(con, "SELECT rank, kind, count, detail FROM read_notes ORDER BY rank, kind, detail")
     domains = _frame(con, """
         SELECT rank, source, coalesce(domain, '(default)') AS domain, count(*) AS ranges
