@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from tracekit.parsers.kernel_names import function_name
 from tracekit.parsers.kineto_events import (
+    CPU_OP,
     DRIVER,
     EMPTY_ARGS,
     GPU_KINDS,
@@ -28,6 +29,13 @@ from tracekit.parsers.kineto_events import (
     as_int,
 )
 from tracekit.parsers.kineto_times import start_end_ns, texts
+
+GPU_KINDS_CODE = {kind: code for code, kind in GPU_KINDS.items()}
+
+
+def msgspec_text(value: object) -> str:
+    """A non-text metadata value (an int group name, a list of ranks) as the text PyTorch would write."""
+    return str(value) if not isinstance(value, list) else "[" + ", ".join(map(str, value)) + "]"
 
 # Rows appended per INSERT: DuckDB appends far faster in large batches than per 100k-event chunk.
 FLUSH_ROWS = 500_000
@@ -62,6 +70,13 @@ _INSERT_SQL: dict[str, str] = {
     """,
 }
 _PROFILER_STEP = r"^ProfilerStep#\d+\n?$"  # 2021 files record ProfilerStep#N as an Operator
+_PARAM_COMMS = "record_param_comms"
+_COLLECTIVES_SQL = """
+    INSERT INTO collectives
+    SELECT $rank, source, pid, tid, device, stream, s + $base, e + $base, correlation, collective, group_name,
+        group_desc, group_ranks, group_size, seq, in_nelems, out_nelems, dtype
+    FROM _coll WHERE s IS NOT NULL AND e IS NOT NULL
+"""
 class TableWriter:
     """Appends one file's events to the store tables of ``con``; keeps the per-file facts it meets."""
 
@@ -122,6 +137,51 @@ class TableWriter:
             "stream": pc.if_else(gpu_side, pc.coalesce(_ints(args, "stream"), tids), None),
         }
         self._insert(("ranges",), "range", events, columns)
+
+    def collectives(self, gpu: Sequence[Event], gpu_codes: np.ndarray, ranges: Sequence[Event],
+                    range_codes: np.ndarray) -> None:
+        """Collective metadata: NCCL kernels that carry it, and ``record_param_comms`` host ops that do.
+        Few events qualify, so only those are picked out (by C-level passes) and written at once."""
+        kernel_args = _args(gpu)
+        picked = [(e, a, "kernel") for e, a, c in zip(gpu, kernel_args, gpu_codes.tolist(), strict=True)
+                  if c == GPU_KINDS_CODE["kernel"] and a.collective is not None]
+        cpu = np.flatnonzero(range_codes == CPU_OP).tolist()
+        picked += [(ranges[i], ranges[i].args, _PARAM_COMMS) for i in cpu
+                   if ranges[i].name == _PARAM_COMMS and ranges[i].args is not None
+                   and ranges[i].args.collective is not None]
+        if not picked:
+            return
+        events = [p[0] for p in picked]
+        args = [p[1] for p in picked]
+        host = [p[2] == _PARAM_COMMS for p in picked]
+        s, e = start_end_ns(_texts(events, "ts"), _texts(events, "dur"))
+
+        def text(values: list[object]) -> pa.Array:
+            return pa.array([None if v is None else v if isinstance(v, str) else msgspec_text(v) for v in values],
+                            pa.string())
+
+        table = pa.table({
+            "source": [p[2] for p in picked],
+            "pid": pa.array([as_int(ev.pid) if h else None for ev, h in zip(events, host, strict=True)], pa.int64()),
+            "tid": pa.array([as_int(ev.tid) if h else None for ev, h in zip(events, host, strict=True)], pa.int64()),
+            "device": pa.array([None if h else a.device for a, h in zip(args, host, strict=True)], pa.int64()),
+            "stream": pa.array([None if h else a.stream for a, h in zip(args, host, strict=True)], pa.int64()),
+            "correlation": pa.array([None if h else a.correlation for a, h in zip(args, host, strict=True)],
+                                    pa.int64()),
+            "s": s, "e": e,
+            "collective": text([a.collective for a in args]), "group_name": text([a.group_name for a in args]),
+            "group_desc": text([a.group_desc for a in args]), "group_ranks": text([a.group_ranks for a in args]),
+            "group_size": pa.array([a.group_size for a in args], pa.int64()),
+            "seq": pa.array([as_int(a.seq) for a in args], pa.int64()),
+            "in_nelems": pa.array([a.in_nelems for a in args], pa.int64()),
+            "out_nelems": pa.array([a.out_nelems for a in args], pa.int64()),
+            "dtype": text([a.dtype for a in args]),
+        })
+        self.con.register("_coll", table)
+        try:
+            self.con.execute(_COLLECTIVES_SQL, self.params)
+        finally:
+            self.con.unregister("_coll")
 
     def _short(self, names: pa.StringArray) -> pa.Array:
         """Short names, each distinct name worked out once per file."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import duckdb
 
-STORE_SCHEMA_VERSION = 2
+STORE_SCHEMA_VERSION = 3
 
 TABLES: dict[str, str] = {
     # One row per input file.
@@ -56,6 +56,16 @@ TABLES: dict[str, str] = {
         rank INTEGER, pid BIGINT, tid BIGINT, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT,
         name VARCHAR, domain VARCHAR, source VARCHAR, style VARCHAR, end_tid BIGINT,
         device_id INTEGER, stream_id BIGINT
+    """,
+    # Collective metadata PyTorch records (Kineto): on an NCCL kernel (source 'kernel': device_id, stream_id,
+    # start_ns and correlation_id name the kernel) or on the host op ``record_param_comms`` (source
+    # 'record_param_comms': pid, tid, start_ns, end_ns name the op; kernels launched inside it are its).
+    # group_ranks is the text PyTorch writes ('[0, 1]'); seq is the process group's collective sequence number.
+    "collectives": """
+        rank INTEGER, source VARCHAR, pid BIGINT, tid BIGINT, device_id INTEGER, stream_id BIGINT,
+        start_ns BIGINT, end_ns BIGINT, correlation_id BIGINT, collective VARCHAR, group_name VARCHAR,
+        group_desc VARCHAR, group_ranks VARCHAR, group_size INTEGER, seq BIGINT, in_nelems BIGINT,
+        out_nelems BIGINT, dtype VARCHAR
     """,
 }
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from tracekit.analysis.accounting import StepAccount
 from tracekit.analysis.caveats import capture_caveats
+from tracekit.analysis.crossrank import CrossRank, RankMeta, cross_rank
 from tracekit.analysis.detail import Detail, DetailReader
 from tracekit.analysis.device import DeviceAnalysis, analyze_device, step_marker
 from tracekit.analysis.gaps import CAUSES
@@ -78,6 +79,7 @@ class Analysis:
     devices: list[DeviceAnalysis]
     store: Store
     opts: AnalyzeOptions
+    cross: CrossRank | None = None  # the cross-rank analysis (None for one device)
     _reader: DetailReader | None = field(default=None, init=False, repr=False)
 
     def _detail_reader(self) -> DetailReader:
@@ -144,12 +146,16 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     }
     # Floor and question 3: classes against budgets.
     floor_section, floor_result, effective = _floor_section(opts, step_p50)
+    cross = cross_rank(results, RankMeta.load(con), floor_section["hardware"] if floor_section else None)
+    exposed_comm |= {"wait_ns": _median(cross.step_wait_ns) if cross else None,
+                     "transfer_ns": _median(cross.step_transfer_ns) if cross else None}
+    comm_wait = cross.verdict_note(exposed, exposed_comm["wait_ns"]) if cross else (0, None)
     budgets = class_budgets(floor_result.parts, rules) if floor_result is not None else {}
     classes = _classes(accounts, results, rules.communication, budgets, opts, step_p50)
 
     mismatch = _hardware_mismatch(con, floor_section["hardware"]) if floor_section else None
     verdict, reasons = _verdict(opts, results, caveats, floor_section, host_gaps, exposed_comm, classes, step_p50,
-                                mismatch)
+                                mismatch, comm_wait)
     targets = ncu_targets(con, results, classes, opts.max_targets) if verdict == "kernel" else []
     per_rank = defaultdict(list)
     for a in accounts:
@@ -170,13 +176,14 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         "floor": floor_section,
         "host_gaps": host_gaps,
         "exposed_comm": exposed_comm,
+        "ranks": cross.section if cross else None,
         "classes": classes,
         "ncu_targets": targets,
         "verdict": verdict,
         "reasons": reasons,
         "caveats": [c.text for c in caveats] + store.warnings,
     }
-    return Analysis(report, results, store, opts)
+    return Analysis(report, results, store, opts, cross)
 
 
 def _kernel_time(results: list[DeviceAnalysis]) -> dict[str, list[tuple[str, int]]]:
@@ -220,7 +227,7 @@ def _classes(accounts: list[StepAccount], results: list[DeviceAnalysis], communi
 
 def _verdict(opts: AnalyzeOptions, results: list[DeviceAnalysis], caveats: list, floor_section: dict | None,
              host_gaps: dict, exposed_comm: dict, classes: list[dict], step_p50: int,
-             hardware_mismatch: str | None) -> tuple[str, list[str]]:
+             hardware_mismatch: str | None, comm_wait: tuple[int, str | None] = (0, None)) -> tuple[str, list[str]]:
     reasons: list[str] = []
     blocking = [c.text for c in caveats if c.kind == "graph_whole"]
     if blocking:
@@ -250,11 +257,16 @@ def _verdict(opts: AnalyzeOptions, results: list[DeviceAnalysis], caveats: list,
                               f"(< {opts.threshold}): stop; only architecture changes (sparse attention, "
                               "quantisation, layout) move it"]
     residual = step_p50 - t_opt
-    pipeline_ns = host_gaps["total_ns"] + exposed_comm["exposed_ns"]
+    # Waiting in a collective for a rank whose kernels ran long is that rank's kernel time, not pipeline time.
+    kernel_wait, wait_reason = comm_wait
+    pipeline_ns = host_gaps["total_ns"] + exposed_comm["exposed_ns"] - kernel_wait
     over = [c for c in classes if c["over_budget"]]
     reasons.append(f"step p50 {step_p50} ns is {ratio:.2f}x the optimistic floor {t_opt} ns; residual {residual} ns")
     reasons.append(f"host gaps {host_gaps['total_ns']} ns + exposed communication {exposed_comm['exposed_ns']} ns "
-                   f"= {pipeline_ns} ns ({pipeline_ns / residual:.0%} of the residual)")
+                   + (f"- wait for slow kernels on the late rank {kernel_wait} ns " if kernel_wait else "")
+                   + f"= {pipeline_ns} ns ({pipeline_ns / residual:.0%} of the residual)")
+    if wait_reason:
+        reasons.append(wait_reason)
     if pipeline_ns >= opts.pipeline_share * residual:
         return "pipeline", reasons
     if over:

@@ -73,11 +73,13 @@ def check_distinct_paths(files: Sequence[Path]) -> None:
 
 
 def check_same_capture(con: duckdb.DuckDBPyConnection, sources: Sequence[Path]) -> None:
-    """Refuse two attached files (``f0``, ``f1``, ...) whose kernels are identical in number and times."""
+    """Refuse two attached files (``f0``, ``f1``, ...) whose kernels are identical in number, times, devices and
+    processes (ranks of one job can run in lockstep, on other devices and in other processes)."""
     seen: dict[tuple[object, ...], Path] = {}
     for i, source in enumerate(sources):
         fingerprint = con.execute(
-            f"SELECT count(*), sum(start_ns), sum(end_ns), min(start_ns), max(end_ns) FROM f{i}.kernels"
+            f"SELECT count(*), sum(start_ns), sum(end_ns), min(start_ns), max(end_ns), sum(device_id), sum(pid) "
+            f"FROM f{i}.kernels"
         ).fetchone()
         if fingerprint[0] and fingerprint in seen:
             raise InputError(f"{seen[fingerprint]} and {source}: hold the very same kernels (one capture given "

@@ -1,0 +1,96 @@
+"""Planted multi-rank captures in both formats (8 ranks on 2 hosts, one straggler whose steps start late after
+a host gap, per-host clock offsets, known transfer per collective): the cross-rank analysis recovers the
+straggler and its cause, the wait and transfer totals and the clock offsets within 2 %."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fixtures.scenarios_ranks import PlantedRanks, ranks_capture
+from fixtures.synth import write_kineto, write_nsys
+from tracekit.cli import main
+
+FORMATS = ["nsys", "kineto"]
+
+
+def write_ranks(tmp_path: Path, fmt: str, **kwargs: object) -> tuple[Path, PlantedRanks]:
+    specs, truth = ranks_capture(fmt, **kwargs)
+    folder = tmp_path / fmt
+    folder.mkdir()
+    for rank, spec in enumerate(specs):
+        if fmt == "nsys":
+            write_nsys(spec, folder / f"rank{rank}.sqlite")
+        else:
+            write_kineto(spec, folder / f"rank{rank}.pt.trace.json.gz")
+    return folder, truth
+
+
+def analyze(*args: str) -> dict:
+    result = CliRunner().invoke(main, ["analyze", *args, "--no-cache", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def within(got: float, want: float, scale: float | None = None) -> bool:
+    """Within 2 % of ``want`` (of ``scale`` when the truth is 0)."""
+    return abs(got - want) <= 0.02 * abs(scale if scale is not None else want)
+
+
+@pytest.fixture(params=FORMATS)
+def planted(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[dict, PlantedRanks, str]:
+    folder, truth = write_ranks(tmp_path, request.param)
+    return analyze(str(folder)), truth, request.param
+
+
+def test_straggler_and_its_cause_are_named(planted: tuple[dict, PlantedRanks, str]) -> None:
+    report, truth, _ = planted
+    s = report["ranks"]["straggler"]
+    assert s["rank"] == truth.straggler
+    assert within(s["late_ns"], truth.late_ns)
+    assert within(s["waited_for_ns"], truth.wait_total_ns)
+    assert s["cause"]["kind"] == "late_step_start" and s["cause"]["detail"] == "host_idle"
+    assert "host gap" in s["cause"]["text"]
+    row = next(r for r in report["ranks"]["per_rank"] if r["rank"] == truth.straggler)
+    assert within(row["step_start_late_ns"], truth.late_ns) and row["wait_ns"] == 0
+    assert [p["rank"] for p in report["ranks"]["per_step"]] == [truth.straggler] * truth.steps
+    assert all(within(p["waited_for_ns"], (truth.ranks - 1) * truth.late_ns) for p in report["ranks"]["per_step"])
+
+
+def test_wait_and_transfer_totals_and_exposed_split(planted: tuple[dict, PlantedRanks, str]) -> None:
+    report, truth, fmt = planted
+    ranks = report["ranks"]
+    assert ranks["instances"]["matched"] == 2 * truth.steps
+    assert ranks["methods"] == (["seq"] if fmt == "kineto" else ["order"])
+    assert within(ranks["wait_ns"], truth.wait_total_ns)
+    assert within(ranks["transfer_ns"], truth.transfer_total_ns)
+    ec = report["exposed_comm"]
+    assert within(ec["exposed_ns"], truth.late_ns + sum(truth.transfer_ns))
+    assert within(ec["wait_ns"], truth.late_ns) and within(ec["transfer_ns"], sum(truth.transfer_ns))
+
+
+def test_clock_offsets_are_recovered(planted: tuple[dict, PlantedRanks, str]) -> None:
+    report, truth, fmt = planted
+    clocks = {c["rank"]: c for c in report["ranks"]["clocks"]}
+    biggest = max(truth.offset_ns)
+    for rank, offset in enumerate(truth.offset_ns):
+        assert clocks[rank]["estimated"], clocks[rank]
+        assert within(clocks[rank]["offset_ns"], offset, scale=offset or biggest), (rank, clocks[rank])
+        assert clocks[rank]["host"] == (f"node{truth.host_of[rank]}" if fmt == "nsys" else None)
+
+
+def test_transfer_is_placed_against_the_network_budget(tmp_path: Path) -> None:
+    folder, truth = write_ranks(tmp_path, "kineto")
+    report = analyze(str(folder), "--config", "llama3-70b-tp8-h100")
+    rows = {r["collective"]: r for r in report["ranks"]["network"]}
+    assert set(rows) == {"allreduce", "allgather"}
+    for op, transfer, size, factor in (("allreduce", truth.transfer_ns[0], truth.size_bytes[0], 2 * 7 / 8),
+                                       ("allgather", truth.transfer_ns[1], truth.size_bytes[1], 7 / 8)):
+        r = rows[op]
+        assert r["ranks"] == truth.ranks and r["size_bytes"] == size and within(r["transfer_ns"], transfer)
+        assert within(r["busbw_bytes_per_s"], size / (transfer / 1e9) * factor)
+        assert r["catalog_busbw_bytes_per_s"] == 370e9 and r["transfer_over_budget"] > 1
+    assert report["ranks"]["network_gpu"] == "h100"
