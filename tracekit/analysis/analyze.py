@@ -147,8 +147,9 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     # Floor and question 3: classes against budgets.
     floor_section, floor_result, effective = _floor_section(opts, step_p50)
     cross = cross_rank(results, RankMeta.load(con), floor_section["hardware"] if floor_section else None)
-    exposed_comm |= {"wait_ns": _median(cross.step_wait_ns) if cross else None,
-                     "transfer_ns": _median(cross.step_transfer_ns) if cross else None}
+    measured = cross is not None and bool(cross.step_wait_ns)
+    exposed_comm |= {"wait_ns": _median(cross.step_wait_ns) if measured else None,
+                     "transfer_ns": _median(cross.step_transfer_ns) if measured else None}
     comm_wait = cross.verdict_note(exposed, exposed_comm["wait_ns"]) if cross else (0, None)
     budgets = class_budgets(floor_result.parts, rules) if floor_result is not None else {}
     classes = _classes(accounts, results, rules.communication, budgets, opts, step_p50)

@@ -170,10 +170,10 @@ def _fallbacks(domains: list[ClockDomain]) -> None:
         agreeing = f"{dom.collectives} collective{'s' if dom.collectives != 1 else ''} agree"
         if both_wall:
             dom.offset_ns = ref.wall_base_ns - dom.wall_base_ns
-            dom.note = (f"cannot estimate ({agreeing} on one offset, fewer than {MIN_COLLECTIVES}): the files' "
+            dom.note = (f"cannot be estimated ({agreeing} on one offset, fewer than {MIN_COLLECTIVES}): the files' "
                         "wall clocks are taken as they are")
         else:
-            dom.note = f"cannot estimate ({agreeing} on one offset, fewer than {MIN_COLLECTIVES}): taken as 0"
+            dom.note = f"cannot be estimated ({agreeing} on one offset, fewer than {MIN_COLLECTIVES}): taken as 0"
 
 
 def check(logs: list[CollectiveLog], matching: Matching, offset_of: np.ndarray) -> None:

@@ -68,7 +68,8 @@ class RankMeta:
 class CrossRank:
     """The ``ranks`` report section, with what the pictures need: per device its clock offset and its records'
     wait and transfer (-1 where the record is in no consistent instance), and per analysed step (in the order
-    of the devices' accounts) the step's exposed communication that was wait and that was transfer."""
+    of the devices' accounts) the step's exposed communication that was wait and that was transfer (empty when
+    no instance matched: nothing was measured)."""
 
     section: dict[str, Any]
     participants: list[tuple[int, int]]
@@ -173,7 +174,7 @@ def cross_rank(results: list[DeviceAnalysis], meta: RankMeta, hardware_key: str 
     section = _section(results, logs, matching, domains, w, blames, offset_of, meta, hardware_key)
     section["reasons"] = reasons + _matching_reasons(logs, matching, domains)
     rec_wait, rec_transfer = _record_arrays(logs, w)
-    step_wait, step_transfer = _exposed_split(logs, rec_wait, rec_transfer)
+    step_wait, step_transfer = _exposed_split(logs, rec_wait, rec_transfer) if w.part.size else ([], [])
     return CrossRank(section, [(r.rank, r.device_id) for r in results], offset_of.tolist(), rec_wait, rec_transfer,
                      step_wait, step_transfer)
 

@@ -29,7 +29,7 @@ from tracekit import __version__
 from tracekit.errors import InputError
 from tracekit.parsers import detect_format, reader_for
 from tracekit.parsers.schema import STORE_SCHEMA_VERSION, TABLES, create_tables
-from tracekit.store.checks import check_distinct_paths, check_same_capture, drop_damaged_records, mixed_gpu_warning
+from tracekit.store.checks import capture_fingerprint, check_distinct_paths, drop_damaged_records, mixed_gpu_warning
 
 TRACE_SUFFIXES = (".sqlite", ".json", ".json.gz")
 _SAMPLE_BYTES = 64 * 1024
@@ -243,28 +243,53 @@ class Store:
 
 
 def _assign_ranks(con: duckdb.DuckDBPyConnection, results: Sequence[IngestResult]) -> tuple[list[int], list[str]]:
-    """Ranks from the files themselves; files that name none get the lowest free ranks in order given."""
+    """Ranks from the files themselves; files that name none, or a rank an earlier file named, get the lowest
+    free ranks in the order given (a rank named twice with a warning: the cross-rank analysis then shows
+    whether the second file belongs to this run)."""
     own: list[int | None] = []
     for i in range(len(results)):
         row = con.execute(f"SELECT max(rank) FROM f{i}.trace_info").fetchone()
         own.append(None if row is None else row[0])
+    claimed = {r for r in own if r is not None}
+    free = (r for r in range(len(results) + len(claimed)) if r not in claimed)
     seen: dict[int, Path] = {}
-    for r, res in zip(own, results, strict=True):
-        if r is None:
-            continue
-        if r in seen:
-            raise InputError(f"{seen[r]} and {res.source}: both claim rank {r}; give one file per rank")
-        seen[r] = res.source
     warnings: list[str] = []
     ranks: list[int] = []
-    free = (r for r in range(len(results) + len(seen)) if r not in seen)
     for r, res in zip(own, results, strict=True):
-        if r is None:
+        if r is not None and r in seen:
+            given = next(free)
+            warnings.append(f"{seen[r]} and {res.source}: both claim rank {r}; the second is analysed as rank "
+                            f"{given} (give one file per rank)")
+            r = given
+        elif r is None:
             r = next(free)
             if res.fmt == "kineto" and len(results) > 1:
                 warnings.append(f"{res.source}: no distributedInfo.rank; given rank {r} from the order of inputs")
+        else:
+            seen[r] = res.source
         ranks.append(r)
     return ranks, warnings
+
+
+def _attach_distinct(con: duckdb.DuckDBPyConnection, results: list[IngestResult]
+                     ) -> tuple[list[IngestResult], list[str]]:
+    """Attach the stores as f0, f1, ...; a file holding the very same kernels as an earlier one is left out."""
+    kept: list[IngestResult] = []
+    seen: dict[tuple[object, ...], Path] = {}
+    warnings: list[str] = []
+    for res in results:
+        alias = f"f{len(kept)}"
+        con.execute(f"ATTACH ? AS {alias} (READ_ONLY)", [str(res.db)])
+        fingerprint = capture_fingerprint(con, alias)
+        if fingerprint is not None and fingerprint in seen:
+            con.execute(f"DETACH {alias}")
+            warnings.append(f"{seen[fingerprint]} and {res.source}: hold the very same kernels (one capture given "
+                            f"twice?); {res.source} is left out")
+            continue
+        if fingerprint is not None:
+            seen[fingerprint] = res.source
+        kept.append(res)
+    return kept, warnings
 
 
 def _ingest_all(files: list[Path], cache_dir: Path, jobs: int,
@@ -308,13 +333,14 @@ def open_store(
         results = _ingest_all(files, cache_dir, jobs, on_file_done)
         t_open = time.perf_counter()
         con = duckdb.connect()
-        for i, res in enumerate(results):
-            con.execute(f"ATTACH ? AS f{i} (READ_ONLY)", [str(res.db)])
         if ranks is None:
-            ranks, warnings = _assign_ranks(con, results)
+            results, warnings = _attach_distinct(con, results)
+            ranks, rank_warnings = _assign_ranks(con, results)
+            warnings += rank_warnings
         else:
+            for i, res in enumerate(results):
+                con.execute(f"ATTACH ? AS f{i} (READ_ONLY)", [str(res.db)])
             ranks, warnings = list(ranks), []
-        check_same_capture(con, [r.source for r in results])
         warnings += mixed_gpu_warning(con, ranks)
         for table in TABLES:
             parts = [f"SELECT * REPLACE (CAST({r} AS INTEGER) AS rank) FROM f{i}.{table}" for i, r in enumerate(ranks)]
