@@ -94,3 +94,32 @@ def test_transfer_is_placed_against_the_network_budget(tmp_path: Path) -> None:
         assert within(r["busbw_bytes_per_s"], size / (transfer / 1e9) * factor)
         assert r["catalog_busbw_bytes_per_s"] == 370e9 and r["transfer_over_budget"] > 1
     assert report["ranks"]["network_gpu"] == "h100"
+
+
+VERDICT_CASE = {"compute_ns": (8_000_000, 4_000_000), "late_ns": 6_000_000}  # step 18.9 ms, 1.74x the floor
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_exposed_wait_for_a_late_host_is_pipeline_and_names_the_rank(tmp_path: Path, fmt: str) -> None:
+    folder, truth = write_ranks(tmp_path, fmt, **VERDICT_CASE)
+    result = CliRunner().invoke(main, ["analyze", str(folder), "--no-cache", "--format", "json", "--config",
+                                       "llama3-70b-tp8-h100", "--gate"])
+    report = json.loads(result.stdout)
+    assert report["verdict"] == "pipeline" and result.exit_code == 10
+    line = next(r for r in report["reasons"] if r.startswith("exposed communication is"))
+    assert "waiting in collectives, mostly for rank 5" in line and "host gap before the step (host_idle" in line
+    assert line.endswith("the fix is on rank 5, not the network")
+
+
+def test_exposed_wait_for_a_slow_kernel_is_that_kernel_class(tmp_path: Path) -> None:
+    """The same wait caused by the late rank's long norm kernel: the wait is its kernel time, not pipeline."""
+    folder, truth = write_ranks(tmp_path, "kineto", slow_kernel=True, **VERDICT_CASE)
+    result = CliRunner().invoke(main, ["analyze", str(folder), "--no-cache", "--format", "json", "--config",
+                                       "llama3-70b-tp8-h100", "--gate"])
+    report = json.loads(result.stdout)
+    cause = report["ranks"]["straggler"]["cause"]
+    assert (cause["kind"], cause["detail"]) == ("kernel_class", "norm_elementwise")
+    assert within(cause["excess_ns"], truth.steps * truth.late_ns)
+    assert report["verdict"] == "kernel" and result.exit_code == 11
+    assert any("- wait for slow kernels on the late rank" in r for r in report["reasons"])
+    assert any("norm_elementwise kernels run 6.000 ms longer" in r for r in report["reasons"])

@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.report.document import Document, Table
+from tracekit.report.ranks import ranks_tables
 
 
 def _ms(ns: int | None) -> float | None:
@@ -61,8 +62,13 @@ def report_document(report: dict[str, Any]) -> Document:
                       "exposed ms": [_ms(v["exposed_ns"]) for v in ec["by_collective"].values()]},
                      schema={"collective": pl.String, "comm ms": pl.Float64, "exposed ms": pl.Float64}),
         note=f"communication {_ms(ec['comm_ns'])} ms, exposed {_ms(ec['exposed_ns'])} ms "
-             f"({_pct(ec['fraction'])}% of the step); overlapped {_pct(ec['overlap_fraction'])}%",
+             f"({_pct(ec['fraction'])}% of the step); overlapped {_pct(ec['overlap_fraction'])}%"
+             + (f"; of the exposed, waiting for a late rank {_ms(ec['wait_ns'])} ms, moving bytes "
+                f"{_ms(ec['transfer_ns'])} ms" if ec.get("wait_ns") is not None else ""),
     ))
+    rank_tables, rank_notes = ranks_tables(report)
+    tables += rank_tables
+    notes += rank_notes
     tables.append(Table("3. kernel classes per step (median)", pl.DataFrame([{
         "class": c["name"], "measured ms": _ms(c["measured_ns"]), "budget ms": _ms(c["budget_ns"]),
         "ratio": None if c["ratio"] is None else round(c["ratio"], 2), "excess ms": _ms(c["excess_ns"]),
