@@ -123,3 +123,40 @@ def test_exposed_wait_for_a_slow_kernel_is_that_kernel_class(tmp_path: Path) -> 
     assert report["verdict"] == "kernel" and result.exit_code == 11
     assert any("- wait for slow kernels on the late rank" in r for r in report["reasons"])
     assert any("norm_elementwise kernels run 6.000 ms longer" in r for r in report["reasons"])
+
+
+def test_report_surfaces_carry_the_ranks(tmp_path: Path) -> None:
+    """Markdown: the per-rank table and the straggler; HTML: aligned lanes of the median step with wait and
+    transfer apart; Perfetto: wait and transfer spans per collective, and each rank's clock offset."""
+    import re
+
+    from tracekit.report.html_ranks import TRANSFER_COLOUR, WAIT_COLOUR
+
+    folder, truth = write_ranks(tmp_path, "kineto")
+    md = CliRunner().invoke(main, ["analyze", str(folder), "--no-cache", "--format", "markdown"]).stdout
+    table = md[md.index("## 2b. across ranks"):]
+    assert "The others waited 70.0 ms for rank 5 (100% of all wait" in table
+    assert len(re.findall(r"^\| \d \| \d \|", table, re.M)) == truth.ranks
+
+    page_path = tmp_path / "report.html"
+    assert CliRunner().invoke(main, ["analyze", str(folder), "--no-cache", "--format", "html", "--out",
+                                     str(page_path)]).exit_code == 0
+    page = page_path.read_text()
+    chart = page[page.index('id="tl-ranks"'):]
+    chart = chart[:chart.index("</svg>")]
+    lanes = re.findall(r'<div title="[^"]*">(rank \d[^<]*)</div>', page[page.index('id="tl-ranks"'):])
+    assert len(lanes) == truth.ranks and lanes[4] == "rank 4 (1.700 ms clock)"
+    waits = re.findall(rf'x="([\d.]+)" y="(\d+)" width="([\d.]+)" height="\d+" fill="{WAIT_COLOUR}"', chart)
+    assert len(waits) == truth.ranks - 1 and all(float(w) == truth.late_ns / 1e3 for _, _, w in waits)
+    assert len(re.findall(f'fill="{TRANSFER_COLOUR}"', chart)) == 2 * truth.ranks
+
+    out = tmp_path / "timeline.json"
+    assert CliRunner().invoke(main, ["export", str(folder), "--no-cache", "--perfetto", str(out)]).exit_code == 0
+    events = json.loads(out.read_text())["traceEvents"]
+    wait = [e for e in events if e.get("cat") == "tracekit" and e["tid"] == 5]
+    transfer = [e for e in events if e.get("cat") == "tracekit" and e["tid"] == 6]
+    assert sum(round(e["dur"] * 1000) for e in wait) == truth.wait_total_ns
+    assert sum(round(e["dur"] * 1000) for e in transfer) == truth.transfer_total_ns
+    assert {e["name"] for e in wait} == {"wait for rank 5: allreduce"}
+    names = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert "rank 4 GPU 0: tracekit analysis (clock offset +1.700 ms)" in names

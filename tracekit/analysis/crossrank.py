@@ -76,6 +76,7 @@ class CrossRank:
     offset_ns: list[int]
     record_wait_ns: list[np.ndarray]
     record_transfer_ns: list[np.ndarray]
+    record_last: list[np.ndarray]  # per record: the participant (index) that arrived last in its instance, or -1
     step_wait_ns: list[int]
     step_transfer_ns: list[int]
 
@@ -173,10 +174,10 @@ def cross_rank(results: list[DeviceAnalysis], meta: RankMeta, hardware_key: str 
     blames = blame(logs, w, offset_of)
     section = _section(results, logs, matching, domains, w, blames, offset_of, meta, hardware_key)
     section["reasons"] = reasons + _matching_reasons(logs, matching, domains)
-    rec_wait, rec_transfer = _record_arrays(logs, w)
+    rec_wait, rec_transfer, rec_last = _record_arrays(logs, w)
     step_wait, step_transfer = _exposed_split(logs, rec_wait, rec_transfer) if w.part.size else ([], [])
     return CrossRank(section, [(r.rank, r.device_id) for r in results], offset_of.tolist(), rec_wait, rec_transfer,
-                     step_wait, step_transfer)
+                     rec_last, step_wait, step_transfer)
 
 
 def _matching_reasons(logs: list[CollectiveLog], matching: Matching, domains: list[clocks.ClockDomain]) -> list[str]:
@@ -196,12 +197,16 @@ def _matching_reasons(logs: list[CollectiveLog], matching: Matching, domains: li
     return reasons
 
 
-def _record_arrays(logs: list[CollectiveLog], w: Waits) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def _record_arrays(logs: list[CollectiveLog], w: Waits) -> tuple[list[np.ndarray], ...]:
+    """Per device and record: its wait, its transfer and its instance's last arrival (-1: no instance)."""
     wait = [np.full(len(log), -1, np.int64) for log in logs]
     transfer = [np.full(len(log), -1, np.int64) for log in logs]
-    for p, r, a, b in zip(w.part.tolist(), w.rec.tolist(), w.wait_ns.tolist(), w.transfer_ns.tolist(), strict=True):
-        wait[p][r], transfer[p][r] = a, b
-    return wait, transfer
+    last = [np.full(len(log), -1, np.int64) for log in logs]
+    group = np.repeat(np.arange(w.heads.size), np.diff(np.append(w.heads, w.part.size)))
+    for p, r, a, b, g in zip(w.part.tolist(), w.rec.tolist(), w.wait_ns.tolist(), w.transfer_ns.tolist(),
+                             group.tolist(), strict=True):
+        wait[p][r], transfer[p][r], last[p][r] = a, b, int(w.last_part[g])
+    return wait, transfer, last
 
 
 def _exposed_split(logs: list[CollectiveLog], rec_wait: list[np.ndarray], rec_transfer: list[np.ndarray]

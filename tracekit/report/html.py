@@ -17,6 +17,7 @@ from tracekit.files import write_atomically
 from tracekit.report.document import Document
 from tracekit.report.html_assets import CSS, JS
 from tracekit.report.html_charts import class_bars, esc, floor_bars, legend, ms, timeline, walls_chart
+from tracekit.report.html_ranks import ranks_section
 from tracekit.report.timeline import CAUSE_COLOURS, EXPOSED_COLOUR, analysis_colours, pictures
 
 NAME_CHARS = 160
@@ -130,6 +131,8 @@ def _comm_section(report: dict[str, Any]) -> str:
     ec = report["exposed_comm"]
     rows = [[c, ms(v["comm_ns"]), ms(v["exposed_ns"])] for c, v in ec["by_collective"].items()]
     overlap = "" if ec["overlap_fraction"] is None else f", {ec['overlap_fraction']:.0%} overlapped"
+    if ec.get("wait_ns") is not None:
+        overlap += f"; {ms(ec['wait_ns'])} waiting for a late rank, {ms(ec['transfer_ns'])} moving bytes"
     return (f"<section><h2>2. Exposed communication: {esc(ms(ec['exposed_ns']))} per step of "
             f"{esc(ms(ec['comm_ns']))}{overlap}</h2>"
             f"{_table(['collective', 'communication', 'exposed'], rows, numeric={1, 2})}</section>")
@@ -169,7 +172,8 @@ def analysis_html(analysis: Analysis) -> str:
     colours = analysis_colours(analysis)
     timelines, labels = _timelines(analysis, colours)
     body = "".join([_header(report), _floor_section(report), timelines, _classes_section(report, colours),
-                    _gaps_section(report), _comm_section(report), _walls_section(report), _ncu_section(report)])
+                    _gaps_section(report), _comm_section(report), ranks_section(analysis, _table),
+                    _walls_section(report), _ncu_section(report)])
     data = {"timelines": len(labels), "steps": labels, "inputs": [i["path"] for i in report["inputs"]]}
     return _page(f"tracekit analyze: {report['verdict']}", body, data)
 
