@@ -21,7 +21,7 @@ import numpy as np
 
 from tracekit import intervals as iv
 from tracekit.analysis import clocks
-from tracekit.analysis.clocks import median_ns
+from tracekit.analysis.clocks import median_ns, medians_without_each
 from tracekit.analysis.collectives import MATCHED, Matching, match
 from tracekit.analysis.commlog import CollectiveLog
 from tracekit.analysis.device import DeviceAnalysis
@@ -274,16 +274,20 @@ def _section(results: list[DeviceAnalysis], logs: list[CollectiveLog], matching:
 def _late_step_starts(logs: list[CollectiveLog], offset_of: np.ndarray) -> list[int | None]:
     """Per device: the median over its steps of (its aligned step start minus the median of the other devices'
     aligned starts of the step with the same label); None where no other device has the label."""
-    starts: dict[str, dict[int, int]] = {}
+    starts: dict[str, tuple[list[int], list[int]]] = {}
     for p, log in enumerate(logs):
         for label, s in zip(log.step_label, log.step_start_ns.tolist(), strict=True):
-            starts.setdefault(label, {})[p] = s - int(offset_of[p])
-    out: list[int | None] = []
-    for p in range(len(logs)):
-        late = [-median_ns([v - at[p] for q, v in at.items() if q != p]) for at in starts.values()
-                if p in at and len(at) > 1]
-        out.append(median_ns(late) if late else None)
-    return out
+            entry = starts.setdefault(label, ([], []))
+            entry[0].append(p)
+            entry[1].append(s - int(offset_of[p]))
+    late: list[list[int]] = [[] for _ in logs]
+    for parts, at in starts.values():
+        if len(parts) < 2:
+            continue
+        rel = np.array(at, np.int64) - at[0]  # relative to one of them: exact in float-free integer arithmetic
+        for p, d in zip(parts, (rel - medians_without_each(rel)).tolist(), strict=True):
+            late[p].append(d)
+    return [median_ns(v) if v else None for v in late]
 
 
 def _per_step(results: list[DeviceAnalysis], logs: list[CollectiveLog], w: Waits) -> list[dict[str, Any]]:
