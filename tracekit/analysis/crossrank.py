@@ -142,7 +142,8 @@ def _input_reasons(results: list[DeviceAnalysis], meta: RankMeta, logs: list[Col
             reasons.append(f"{len(missing)} of {sizes[0]} ranks are not in the capture ({_ranges(missing)}): wait is "
                            f"measured among the {len(present)} given, and a missing rank may be the one they "
                            "waited for")
-    named = {int(x) for log in logs for text in log.group_ranks if text for x in re.findall(r"\d+", text)}
+    texts = {text for log in logs for text in log.group_ranks if text}  # few distinct texts, many records
+    named = {int(x) for text in texts for x in re.findall(r"\d+", text)}
     if named and (absent := sorted(named - set(present))) and not sizes:
         reasons.append(f"ranks {_ranges(absent)} of the process groups are not in the capture: wait is measured "
                        "among the ranks given")
