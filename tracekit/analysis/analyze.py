@@ -21,7 +21,13 @@ from tracekit.analysis.device import DeviceAnalysis, analyze_device, step_marker
 from tracekit.analysis.gaps import CAUSES
 from tracekit.analysis.ncu import ncu_targets
 from tracekit.analysis.ops import Vocabulary, prepare
-from tracekit.analysis.options import BELOW_FLOOR_TOLERANCE, MIN_GAP_FINDING_NS, REPORT_SCHEMA, AnalyzeOptions
+from tracekit.analysis.options import (
+    BELOW_FLOOR_TOLERANCE,
+    MIN_GAP_FINDING_NS,
+    REPORT_REVISION,
+    REPORT_SCHEMA,
+    AnalyzeOptions,
+)
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import load_rules
 from tracekit.store.ingest import Store
@@ -165,6 +171,7 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     slowest = max(rank_p50, key=lambda r: rank_p50[r]) if rank_p50 else None
     report = {
         "schema": REPORT_SCHEMA,
+        "schema_revision": REPORT_REVISION,
         "inputs": [{"rank": f.rank, "path": str(f.source), "format": f.fmt} for f in store.files],
         "config": {"name": opts.config, "overrides": opts.overrides, "effective": effective,
                    "threshold": opts.threshold, "min_excess_fraction": opts.min_excess_fraction,

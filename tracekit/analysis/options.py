@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 REPORT_SCHEMA = "tracekit.report/v1"
+REPORT_REVISION = 2  # additions within v1 (docs/report-schema.md, "Revisions"): 2 adds the cross-rank fields
 VERDICTS = ("near-floor", "pipeline", "kernel", "inconclusive")
 MIN_GAP_FINDING_NS = 1_000  # gap findings costing less in all (launch latency between kernels) are not listed
 BELOW_FLOOR_TOLERANCE = 0.95  # a step this far under the floor means the config does not fit the capture
