@@ -80,6 +80,11 @@ def test_clock_offsets_are_recovered(planted: tuple[dict, PlantedRanks, str]) ->
         assert clocks[rank]["estimated"], clocks[rank]
         assert within(clocks[rank]["offset_ns"], offset, scale=offset or biggest), (rank, clocks[rank])
         assert clocks[rank]["host"] == (f"node{truth.host_of[rank]}" if fmt == "nsys" else None)
+    if fmt == "nsys":  # the files name their hosts: one offset per host
+        hosts = {h["host"]: h for h in report["ranks"]["hosts"]}
+        for rank, offset in enumerate(truth.offset_ns):
+            host = hosts[f"node{truth.host_of[rank]}"]
+            assert rank in host["ranks"] and within(host["offset_ns"], offset, scale=offset or biggest)
 
 
 def test_transfer_is_placed_against_the_network_budget(tmp_path: Path) -> None:

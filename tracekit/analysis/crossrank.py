@@ -264,12 +264,25 @@ def _section(results: list[DeviceAnalysis], logs: list[CollectiveLog], matching:
         "clocks": [{"rank": d.rank, "host": d.host, "offset_ns": d.offset_ns, "residual_ns": d.residual_ns,
                     "collectives": d.collectives, "estimated": d.estimated, "excluded": d.excluded, "note": d.note}
                    for d in sorted(domains, key=lambda d: d.rank)],
+        "hosts": _hosts(domains),
         "wait_ns": total_wait, "transfer_ns": int(w.transfer_ns.sum()),
         "per_rank": per_rank, "straggler": straggler,
         "per_step": _per_step(results, logs, w),
         "network": network_rows(logs, w, gpu),
         "network_gpu": gpu.key if gpu is not None else None,
     }
+
+
+def _hosts(domains: list[clocks.ClockDomain]) -> list[dict[str, Any]]:
+    """Per host the files name (Nsight Systems), the offset of its clock: the median of its files' estimates,
+    and their spread (files of one host share its clock, so a spread well above the residuals is suspect)."""
+    by_host: dict[str, list[clocks.ClockDomain]] = {}
+    for d in domains:
+        if d.host is not None and d.estimated:
+            by_host.setdefault(d.host, []).append(d)
+    return [{"host": h, "ranks": sorted(d.rank for d in ds), "offset_ns": median_ns([d.offset_ns for d in ds]),
+             "spread_ns": max(d.offset_ns for d in ds) - min(d.offset_ns for d in ds)}
+            for h, ds in sorted(by_host.items())]
 
 
 def _late_step_starts(logs: list[CollectiveLog], offset_of: np.ndarray) -> list[int | None]:

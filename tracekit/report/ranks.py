@@ -76,4 +76,7 @@ def ranks_tables(report: dict[str, Any]) -> tuple[list[Table], list[str]]:
         gpu = ranks["network_gpu"]
         tables.append(Table("transfer against the network budget", network_frame(ranks),
                             note=f"catalog and budget of {gpu}" if gpu else "no catalog GPU: bandwidth only"))
-    return tables, [f"ranks: {r}" for r in ranks["reasons"]]
+    hosts = "; ".join(f"{h['host']} {_ms(h['offset_ns'])} ms (ranks {', '.join(map(str, h['ranks']))}, spread "
+                      f"{_ms(h['spread_ns'])} ms)" for h in ranks.get("hosts", []))
+    notes = [f"ranks: clock offset per host: {hosts}"] if hosts else []
+    return tables, notes + [f"ranks: {r}" for r in ranks["reasons"]]
