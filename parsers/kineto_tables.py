@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, is_not
 
 import duckdb
 import numpy as np
@@ -143,12 +144,12 @@ class TableWriter:
         """Collective metadata: NCCL kernels that carry it, and ``record_param_comms`` host ops that do.
         Few events qualify, so only those are picked out (by C-level passes) and written at once."""
         kernel_args = _args(gpu)
-        picked = [(e, a, "kernel") for e, a, c in zip(gpu, kernel_args, gpu_codes.tolist(), strict=True)
-                  if c == GPU_KINDS_CODE["kernel"] and a.collective is not None]
-        cpu = np.flatnonzero(range_codes == CPU_OP).tolist()
-        picked += [(ranges[i], ranges[i].args, _PARAM_COMMS) for i in cpu
-                   if ranges[i].name == _PARAM_COMMS and ranges[i].args is not None
-                   and ranges[i].args.collective is not None]
+        has = np.fromiter(map(is_not, map(attrgetter("collective"), kernel_args), repeat(None)), bool, len(gpu))
+        picked = [(gpu[i], kernel_args[i], "kernel")
+                  for i in np.flatnonzero(has & (gpu_codes == GPU_KINDS_CODE["kernel"])).tolist()]
+        named = np.fromiter(map(_PARAM_COMMS.__eq__, map(attrgetter("name"), ranges)), bool, len(ranges))
+        picked += [(ranges[i], ranges[i].args, _PARAM_COMMS) for i in np.flatnonzero(named & (range_codes == CPU_OP))
+                   if ranges[i].args is not None and ranges[i].args.collective is not None]
         if not picked:
             return
         events = [p[0] for p in picked]

@@ -183,7 +183,8 @@ class CollectiveCollector:
         lo, hi = acc.window.start_ns, acc.window.end_ns
         idx = acc.ops_in_window
         step = len(self._steps["start"])
-        is_comm = np.isin(ops.cls[idx].astype(str), list(self.communication)) if idx.size else np.zeros(0, bool)
+        comm_class = np.array([c in self.communication for c in ops.class_names.tolist()], dtype=bool)
+        is_comm = comm_class[ops.cls_code[idx]]
         s, e = np.clip(ops.start_ns[idx], lo, hi), np.clip(ops.end_ns[idx], lo, hi)
         exposed = iv.difference(iv.union(s[is_comm], e[is_comm]), iv.union(s[~is_comm], e[~is_comm]))
         self._rows["exposed_start"].append(exposed.starts)
@@ -197,11 +198,11 @@ class CollectiveCollector:
         prior_end = np.maximum.accumulate(np.concatenate(([lo], ends)))[:-1]
         window = np.minimum(np.maximum(prior_end, lo), starts)
         self._rows["window_gap"].append(_in_windows(window, starts, acc.gaps, per_gap))
-        compute = idx[~is_comm]
-        classes = ops.cls[compute].astype(str)
-        busy = {c: iv.overlap_per_interval(window, starts, iv.union(s[~is_comm][classes == c],
-                                                                    e[~is_comm][classes == c]))
-                for c in np.unique(classes).tolist()}
+        codes = ops.cls_code[idx[~is_comm]]
+        cs, ce = s[~is_comm], e[~is_comm]
+        busy = {str(ops.class_names[c]): iv.overlap_per_interval(window, starts,
+                                                                 iv.union(cs[codes == c], ce[codes == c]))
+                for c in np.unique(codes).tolist()} if starts.size else {}
         for k, j in enumerate(comm.tolist()):
             key = (int(ops.start_ns[j]), int(ops.end_ns[j]), int(ops.stream_id[j]))
             m = self.meta.get(key) or _Meta(None, None, None, -1, -1)
