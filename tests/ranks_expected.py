@@ -149,6 +149,11 @@ def expected_nsys(path: Path) -> dict:
     by_gpu: dict[tuple, list[dict]] = defaultdict(list)
     for pid, device, start, end in rows:
         by_gpu[(pid, device)].append({"start": start, "end": end})
+    (launched,) = db.execute("""
+        SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName
+        WHERE s.value LIKE '%nccl%' AND EXISTS (SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME r
+            WHERE r.correlationId = k.correlationId AND (r.globalTid >> 24) << 24 = k.globalPid)
+    """).fetchone()  # NCCL kernels whose launch call is in the capture (so inside an NCCL NVTX range)
     n = min(len(v) for v in by_gpu.values())
     kept = {}
     for i in range(n):
@@ -156,7 +161,7 @@ def expected_nsys(path: Path) -> dict:
         ends = [k["end"] for k in m.values()]
         if max(ends) - min(ends) <= max(50_000, round(0.02 * min(k["end"] - k["start"] for k in m.values()))):
             kept[i] = m
-    return {"matched": len(kept), **_waits(kept, dict.fromkeys(by_gpu, 0))}
+    return {"matched": len(kept), "launched_in_capture": launched, **_waits(kept, dict.fromkeys(by_gpu, 0))}
 
 
 if __name__ == "__main__":

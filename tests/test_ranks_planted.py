@@ -65,6 +65,8 @@ def test_wait_and_transfer_totals_and_exposed_split(planted: tuple[dict, Planted
     ranks = report["ranks"]
     assert ranks["instances"]["matched"] == 2 * truth.steps
     assert ranks["methods"] == (["seq"] if fmt == "kineto" else ["order"])
+    records = 2 * truth.steps * truth.ranks  # named by PyTorch's metadata in Kineto, NCCL's NVTX ranges in nsys
+    assert ranks["name_sources"] == ({"pytorch": records} if fmt == "kineto" else {"nvtx": records})
     assert within(ranks["wait_ns"], truth.wait_total_ns)
     assert within(ranks["transfer_ns"], truth.transfer_total_ns)
     ec = report["exposed_comm"]

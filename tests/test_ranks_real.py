@@ -59,6 +59,9 @@ def test_two_process_nsys_export_as_two_participants(shared_traces: Path, tmp_pa
     ranks = analyze(shared_traces / MFU, tmp_path)["ranks"]
     assert ranks["participants"] == 2 and ranks["instances"]["matched"] == want["matched"]
     assert len(ranks["clocks"]) == 1  # one export, one clock: nothing to estimate
+    # Named by NCCL's NVTX ranges where the launch is in the capture, else by the kernel's class.
+    assert ranks["name_sources"] == {"nvtx": want["launched_in_capture"],
+                                     "class": 2 * want["matched"] - want["launched_in_capture"]}
     by_device = {r["device"]: r for r in ranks["per_rank"]}
     assert {d: r["wait_ns"] for d, r in by_device.items()} == {dev: v for (_, dev), v in want["wait"].items()}
     assert {d: r["transfer_ns"] for d, r in by_device.items()} == {dev: v for (_, dev), v in want["transfer"].items()}

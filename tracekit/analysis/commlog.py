@@ -70,6 +70,7 @@ class CollectiveLog:
     end_ns: np.ndarray
     step: np.ndarray  # int32: index into the device's analysed steps
     name: list[str | None]  # collective (op_name vocabulary)
+    name_source: list[str]  # where the name came from: 'pytorch', 'nvtx' or 'class'
     group: list[str | None]  # process group name where recorded
     group_ranks: list[str | None]
     seq: np.ndarray  # int64, -1 where not recorded
@@ -133,6 +134,7 @@ def _metadata_sql(comm: list[str]) -> str:
 @dataclass
 class _Meta:
     name: str | None
+    source: str  # 'pytorch' | 'nvtx' | 'class'
     group: str | None
     group_ranks: str | None
     seq: int
@@ -146,8 +148,9 @@ def load_metadata(con: duckdb.DuckDBPyConnection, rank: int, device_id: int,
     out: dict[tuple[int, int, int], _Meta] = {}
     for start, end, stream, cls, collective, call, group, ranks, seq, n_in, n_out, dtype in rows:
         name = op_name(collective) or op_name(call) or op_name(cls)
+        source = "pytorch" if op_name(collective) else "nvtx" if op_name(call) else "class"
         out[(int(start), int(end), int(stream))] = _Meta(
-            name, None if group is None else str(group), ranks, -1 if seq is None else int(seq),
+            name, source, None if group is None else str(group), ranks, -1 if seq is None else int(seq),
             message_bytes(name, n_in, n_out, dtype))
     return out
 
@@ -205,9 +208,10 @@ class CollectiveCollector:
                 for c in np.unique(codes).tolist()} if starts.size else {}
         for k, j in enumerate(comm.tolist()):
             key = (int(ops.start_ns[j]), int(ops.end_ns[j]), int(ops.stream_id[j]))
-            m = self.meta.get(key) or _Meta(None, None, None, -1, -1)
+            m = self.meta.get(key) or _Meta(None, "class", None, None, -1, -1)
             for col, value in (("stream", key[2]), ("start", key[0]), ("end", key[1]), ("step", step),
-                               ("name", m.name or str(ops.cls[j])), ("group", m.group), ("ranks", m.group_ranks),
+                               ("name", m.name or str(ops.cls[j])), ("source", m.source), ("group", m.group),
+                               ("ranks", m.group_ranks),
                                ("seq", m.seq), ("size", m.size_bytes), ("window", int(window[k]))):
                 self._rows[col].append(value)
             self._class_rows.append({c: int(v[k]) for c, v in busy.items() if v[k]})
@@ -230,7 +234,8 @@ class CollectiveCollector:
 
         return CollectiveLog(
             rank=self.rank, device_id=self.device_id, stream=arr("stream"), start_ns=arr("start"),
-            end_ns=arr("end"), step=arr("step", np.int32), name=list(r["name"]), group=list(r["group"]),
+            end_ns=arr("end"), step=arr("step", np.int32), name=list(r["name"]), name_source=list(r["source"]),
+            group=list(r["group"]),
             group_ranks=list(r["ranks"]), seq=arr("seq"), size_bytes=arr("size"), window_start_ns=arr("window"),
             window_gap_ns=np.vstack(r["window_gap"]) if n else np.zeros((0, width), np.int64),
             window_class_ns={c: np.array([row.get(c, 0) for row in self._class_rows], np.int64) for c in classes},

@@ -98,8 +98,9 @@ class CrossRank:
 def _no_collectives(log: CollectiveLog) -> CollectiveLog:
     """The log without its records (a file from another run takes no part in matching)."""
     fields = {f.name: getattr(log, f.name) for f in dataclasses.fields(log)}
-    cut = {k: (v[:0] if k in ("stream", "start_ns", "end_ns", "step", "name", "group", "group_ranks", "seq",
-                              "size_bytes", "window_start_ns", "window_gap_ns") else v) for k, v in fields.items()}
+    cut = {k: (v[:0] if k in ("stream", "start_ns", "end_ns", "step", "name", "name_source", "group", "group_ranks",
+                              "seq", "size_bytes", "window_start_ns", "window_gap_ns") else v)
+           for k, v in fields.items()}
     cut["window_class_ns"] = {}
     return CollectiveLog(**cut)
 
@@ -259,7 +260,7 @@ def _section(results: list[DeviceAnalysis], logs: list[CollectiveLog], matching:
     gpu = gpu_for(hardware_key, meta.device_names)
     return {
         "participants": n, "devices_per_rank": max(sum(1 for r in results if r.rank == x.rank) for x in results),
-        "instances": counts, "methods": methods,
+        "instances": counts, "methods": methods, "name_sources": _name_sources(logs, w),
         "unmatched_records": int(sum(len(log) for log in logs) - w.part.size),
         "clocks": [{"rank": d.rank, "host": d.host, "offset_ns": d.offset_ns, "residual_ns": d.residual_ns,
                     "collectives": d.collectives, "estimated": d.estimated, "excluded": d.excluded, "note": d.note}
@@ -271,6 +272,15 @@ def _section(results: list[DeviceAnalysis], logs: list[CollectiveLog], matching:
         "network": network_rows(logs, w, gpu),
         "network_gpu": gpu.key if gpu is not None else None,
     }
+
+
+def _name_sources(logs: list[CollectiveLog], w: Waits) -> dict[str, int]:
+    """Matched collectives' records by where their name came from (PyTorch's metadata, NCCL's NVTX, the class)."""
+    out: dict[str, int] = {}
+    for p, r in zip(w.part.tolist(), w.rec.tolist(), strict=True):
+        source = logs[p].name_source[r]
+        out[source] = out.get(source, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def _hosts(domains: list[clocks.ClockDomain]) -> list[dict[str, Any]]:
