@@ -1,7 +1,7 @@
 """Cross-rank analysis at scale: time against ranks x collectives, locally and with ``--engine dask``.
 
-Run: ``.venv/bin/python bench/bench_ranks.py [--ranks 8 16 32 64] [--steps 25 100] [--repeat 3] [--dask]
-[--markdown]``.
+Run: ``.venv/bin/python bench/bench_ranks.py [--ranks 8 16 32 64] [--steps 25 100] [--repeat 3] [--dask]``
+(prints Markdown).
 
 For each (ranks, steps) it writes (or reuses, in ``bench/out/ranks_<R>x<S>``) the planted multi-rank job of
 ``fixtures/scenarios_ranks.py`` as one PyTorch-profiler file per rank (8 ranks per host, one straggler, two
@@ -74,7 +74,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, nargs="+", default=[25, 100])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dask", action="store_true")
-    parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
     rows, notes = [], []
     for steps in args.steps:
