@@ -188,7 +188,7 @@ def _fallbacks(domains: list[ClockDomain]) -> None:
         if dom.estimated or dom.excluded:
             continue
         both_wall = ref is not None and ref.wall_base_ns is not None and dom.wall_base_ns is not None
-        agreeing = f"{dom.collectives} collective{'s' if dom.collectives != 1 else ''} agree"
+        agreeing = f"{dom.collectives} collective{' agrees' if dom.collectives == 1 else 's agree'}"
         if both_wall:
             dom.offset_ns = ref.wall_base_ns - dom.wall_base_ns
             dom.note = (f"cannot be estimated ({agreeing} on one offset, fewer than {MIN_COLLECTIVES}): the files' "
