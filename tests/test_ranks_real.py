@@ -74,3 +74,4 @@ def test_two_process_nsys_export_as_ranks_0_and_1(shared_traces: Path, tmp_path:
     ranks = analyze(shared_traces / MFU, tmp_path)["ranks"]
     assert sorted(r["rank"] for r in ranks["per_rank"]) == [0, 1]
     assert ranks["devices_per_rank"] == 1
+    assert [c["ranks"] for c in ranks["clocks"]] == [[0, 1]]  # one export: both ranks on its one clock

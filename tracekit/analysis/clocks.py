@@ -18,7 +18,7 @@ Aligned time is local time minus the offset: ``t_ref = t_d - offset_d``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -35,7 +35,7 @@ MAX_SKEW_NS = 1_000_000_000
 class ClockDomain:
     """One file's clock: its offset to the reference file's, and how it was found."""
 
-    rank: int
+    rank: int  # the file's lowest rank
     participants: list[int]
     host: str | None
     wall_base_ns: int | None  # local time + this = wall-clock ns, where the file says
@@ -45,6 +45,7 @@ class ClockDomain:
     collectives: int = 0  # instances in the consensus
     note: str | None = None
     excluded: bool = False  # another run: left out of every cross-rank comparison
+    ranks: list[int] = field(default_factory=list)  # every rank of the file (one per process in an nsys export)
 
 
 def median_ns(values: np.ndarray | list[int]) -> int:

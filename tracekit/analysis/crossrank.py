@@ -34,9 +34,11 @@ PER_STEP_ROWS = 100
 
 @dataclass
 class RankMeta:
-    """What each file says about the job: world size, host, and the wall-clock base of its timeline."""
+    """What each input file says about the job: its ranks (an Nsight Systems export can hold several, one per
+    process: they share its clock), its world size, its host and the wall-clock base of its timeline."""
 
-    world_size: dict[int, int]
+    file_of: dict[int, str]  # rank -> the file it came from
+    world_size: dict[int, int]  # rank -> world size its file names
     host: dict[int, str]
     wall_base_ns: dict[int, int]
     device_names: list[str]
@@ -44,24 +46,27 @@ class RankMeta:
     @classmethod
     def load(cls, con: duckdb.DuckDBPyConnection) -> RankMeta:
         rows = con.execute("""
-            SELECT i.rank, i.source_format, i.start_ns,
+            SELECT i.source_path, list(DISTINCT i.rank ORDER BY i.rank), min(i.source_format), min(i.start_ns),
                 max(CASE WHEN m.key = 'distributedInfo.world_size' THEN m.value END),
                 max(CASE WHEN m.key IN ('Hostname', 'EXPORT_HOST') THEN m.value END),
                 max(CASE WHEN m.key = 'TARGET_INFO_SESSION_START_TIME.utcEpochNs' THEN m.value END)
-            FROM trace_info i LEFT JOIN trace_meta m ON m.rank = i.rank GROUP BY ALL ORDER BY 1
+            FROM trace_info i LEFT JOIN trace_meta m ON m.rank = i.rank GROUP BY ALL ORDER BY 2
         """).fetchall()
-        world, host, base = {}, {}, {}
-        for rank, fmt, start, ws, hostname, session in rows:
-            if ws is not None and str(ws).isdigit():
-                world[rank] = int(ws)
-            if hostname:
-                host[rank] = str(hostname)
-            if fmt == "nsys" and session is not None and str(session).isdigit():
-                base[rank] = int(session)
-            elif fmt == "kineto" and start is not None and start >= EPOCH_NS:
-                base[rank] = 0
-        names = [r[0] for r in con.execute("SELECT DISTINCT name FROM devices WHERE name IS NOT NULL").fetchall()]
-        return cls(world, host, base, names)
+        meta = cls({}, {}, {}, {}, [])
+        for path, ranks, fmt, start, ws, hostname, session in rows:
+            base = (int(session) if fmt == "nsys" and session is not None and str(session).isdigit()
+                    else 0 if fmt == "kineto" and start is not None and start >= EPOCH_NS else None)
+            for rank in ranks:
+                meta.file_of[rank] = str(path)
+                if ws is not None and str(ws).isdigit():
+                    meta.world_size[rank] = int(ws)
+                if hostname:
+                    meta.host[rank] = str(hostname)
+                if base is not None:
+                    meta.wall_base_ns[rank] = base
+        meta.device_names = [r[0] for r in con.execute("SELECT DISTINCT name FROM devices WHERE name IS NOT NULL")
+                             .fetchall()]
+        return meta
 
 
 @dataclass
@@ -106,13 +111,20 @@ def _no_collectives(log: CollectiveLog) -> CollectiveLog:
 
 
 def _domains(results: list[DeviceAnalysis], meta: RankMeta, matching: Matching) -> list[clocks.ClockDomain]:
-    """One clock per file (rank); the reference first: the lowest rank among those with matched collectives."""
+    """One clock per input file (all its ranks and devices); the reference first: the file of the lowest rank
+    among those with matched collectives."""
     with_matched = {int(p) for p in matching.member_part[matching.members(MATCHED)]}
-    by_rank: dict[int, list[int]] = {}
+    by_file: dict[str, list[int]] = {}
     for p, r in enumerate(results):
-        by_rank.setdefault(r.rank, []).append(p)
-    ranks = sorted(by_rank, key=lambda r: (not any(p in with_matched for p in by_rank[r]), r))
-    return [clocks.ClockDomain(r, by_rank[r], meta.host.get(r), meta.wall_base_ns.get(r)) for r in ranks]
+        by_file.setdefault(meta.file_of.get(r.rank, f"rank {r.rank}"), []).append(p)
+
+    def first_rank(parts: list[int]) -> int:
+        return min(results[p].rank for p in parts)
+
+    files = sorted(by_file.values(), key=lambda parts: (not any(p in with_matched for p in parts), first_rank(parts)))
+    return [clocks.ClockDomain(first_rank(parts), parts, meta.host.get(first_rank(parts)),
+                               meta.wall_base_ns.get(first_rank(parts)),
+                               ranks=sorted({results[p].rank for p in parts})) for parts in files]
 
 
 def _ranges(ranks: list[int]) -> str:
@@ -262,7 +274,8 @@ def _section(results: list[DeviceAnalysis], logs: list[CollectiveLog], matching:
         "participants": n, "devices_per_rank": max(sum(1 for r in results if r.rank == x.rank) for x in results),
         "instances": counts, "methods": methods, "name_sources": _name_sources(logs, w),
         "unmatched_records": int(sum(len(log) for log in logs) - w.part.size),
-        "clocks": [{"rank": d.rank, "host": d.host, "offset_ns": d.offset_ns, "residual_ns": d.residual_ns,
+        "clocks": [{"rank": d.rank, "ranks": d.ranks, "host": d.host, "offset_ns": d.offset_ns,
+                    "residual_ns": d.residual_ns,
                     "collectives": d.collectives, "estimated": d.estimated, "excluded": d.excluded, "note": d.note}
                    for d in sorted(domains, key=lambda d: d.rank)],
         "hosts": _hosts(domains),

@@ -29,7 +29,7 @@ def straggler_line(ranks: dict[str, Any]) -> str:
 
 
 def per_rank_frame(ranks: dict[str, Any]) -> pl.DataFrame:
-    clocks = {c["rank"]: c for c in ranks["clocks"]}
+    clocks = {r: c for c in ranks["clocks"] for r in c.get("ranks") or [c["rank"]]}
     rows = []
     for r in ranks["per_rank"]:
         c = clocks.get(r["rank"], {})
