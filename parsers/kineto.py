@@ -180,6 +180,7 @@ class _Reader:
                 if self.float_ts is None:  # integer us before PyTorch 2.4, three decimals (ns) after
                     self.float_ts = any(b"." in bytes(e.ts) for e in rows[:1000])
                 write(rows, codes)
+        self.tables.collectives(routed.gpu, routed.gpu_codes, routed.ranges, routed.range_codes)
         return routed.recognised
 
     def _metadata(self, event: Event) -> None:

@@ -32,6 +32,16 @@ class Args(msgspec.Struct, gc=False):
     nbytes: int | None = msgspec.field(default=None, name="bytes")
     name: str | None = None  # process_name / thread_name metadata
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")  # record_shapes, raw JSON
+    # Collective metadata (NCCL kernels and record_param_comms; see the store's ``collectives`` table).
+    collective: str | None = msgspec.field(default=None, name="Collective name")
+    group_name: str | int | None = msgspec.field(default=None, name="Process Group Name")
+    group_desc: str | None = msgspec.field(default=None, name="Process Group Description")
+    group_ranks: str | list[int] | None = msgspec.field(default=None, name="Process Group Ranks")
+    group_size: int | None = msgspec.field(default=None, name="Group size")
+    seq: int | str | None = msgspec.field(default=None, name="Seq")
+    in_nelems: int | None = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: int | None = msgspec.field(default=None, name="Out msg nelems")
+    dtype: str | None = None
 
 
 class Event(msgspec.Struct, gc=False):
@@ -146,7 +156,12 @@ def _decode_lenient(raw: msgspec.Raw) -> Event | None:
         args=Args(device=as_int(args.get("device")), stream=as_int(args.get("stream")),
                   correlation=as_int(args.get("correlation")), grid=triple(args.get("grid")),
                   block=triple(args.get("block")), nbytes=as_int(args.get("bytes")),
-                  name=text(args.get("name"))),
+                  name=text(args.get("name")), collective=text(args.get("Collective name")),
+                  group_name=text(args.get("Process Group Name")) or as_int(args.get("Process Group Name")),
+                  group_desc=text(args.get("Process Group Description")),
+                  group_ranks=text(args.get("Process Group Ranks")), group_size=as_int(args.get("Group size")),
+                  seq=as_int(args.get("Seq")), in_nelems=as_int(args.get("In msg nelems")),
+                  out_nelems=as_int(args.get("Out msg nelems")), dtype=text(args.get("dtype"))),
     )
 
 

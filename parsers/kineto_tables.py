@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, is_not
 
 import duckdb
 import msgspec
@@ -31,6 +32,13 @@ from tracekit.parsers.kineto_events import (
 )
 from tracekit.parsers.kineto_times import start_end_ns, texts
 from tracekit.parsers.schema import PROFILER_STEP_REGEX
+
+GPU_KINDS_CODE = {kind: code for code, kind in GPU_KINDS.items()}
+
+
+def msgspec_text(value: object) -> str:
+    """A non-text metadata value (an int group name, a list of ranks) as the text PyTorch would write."""
+    return str(value) if not isinstance(value, list) else "[" + ", ".join(map(str, value)) + "]"
 
 # Rows appended per INSERT: DuckDB appends far faster in large batches than per 100k-event chunk.
 FLUSH_ROWS = 500_000
@@ -66,6 +74,13 @@ _INSERT_SQL: dict[str, str] = {
 }
 # cpu ops whose input shapes are kept (op_shapes): attention, whose shapes state batch and sequence lengths.
 ATTENTION_OP_REGEX = r"(?i)attention|attn|flash|sdpa|scaled_dot_product"
+_PARAM_COMMS = "record_param_comms"
+_COLLECTIVES_SQL = """
+    INSERT INTO collectives
+    SELECT $rank, source, pid, tid, device, stream, s + $base, e + $base, correlation, collective, group_name,
+        group_desc, group_ranks, group_size, seq, in_nelems, out_nelems, dtype
+    FROM _coll WHERE s IS NOT NULL AND e IS NOT NULL
+"""
 class TableWriter:
     """Appends one file's events to the store tables of ``con``; keeps the per-file facts it meets."""
 
@@ -131,6 +146,51 @@ class TableWriter:
         attention = pc.and_(pa.array(codes == CPU_OP), pc.match_substring_regex(names, ATTENTION_OP_REGEX))
         picked = (events[i] for i in np.flatnonzero(attention.to_numpy(zero_copy_only=False)).tolist())
         self._shapes += [e for e in picked if e.args is not None and len(e.args.input_dims)]
+
+    def collectives(self, gpu: Sequence[Event], gpu_codes: np.ndarray, ranges: Sequence[Event],
+                    range_codes: np.ndarray) -> None:
+        """Collective metadata: NCCL kernels that carry it, and ``record_param_comms`` host ops that do.
+        Few events qualify, so only those are picked out (by C-level passes) and written at once."""
+        kernel_args = _args(gpu)
+        has = np.fromiter(map(is_not, map(attrgetter("collective"), kernel_args), repeat(None)), bool, len(gpu))
+        picked = [(gpu[i], kernel_args[i], "kernel")
+                  for i in np.flatnonzero(has & (gpu_codes == GPU_KINDS_CODE["kernel"])).tolist()]
+        named = np.fromiter(map(_PARAM_COMMS.__eq__, map(attrgetter("name"), ranges)), bool, len(ranges))
+        picked += [(ranges[i], ranges[i].args, _PARAM_COMMS) for i in np.flatnonzero(named & (range_codes == CPU_OP))
+                   if ranges[i].args is not None and ranges[i].args.collective is not None]
+        if not picked:
+            return
+        events = [p[0] for p in picked]
+        args = [p[1] for p in picked]
+        host = [p[2] == _PARAM_COMMS for p in picked]
+        s, e = start_end_ns(_texts(events, "ts"), _texts(events, "dur"))
+
+        def text(values: list[object]) -> pa.Array:
+            return pa.array([None if v is None else v if isinstance(v, str) else msgspec_text(v) for v in values],
+                            pa.string())
+
+        table = pa.table({
+            "source": [p[2] for p in picked],
+            "pid": pa.array([as_int(ev.pid) if h else None for ev, h in zip(events, host, strict=True)], pa.int64()),
+            "tid": pa.array([as_int(ev.tid) if h else None for ev, h in zip(events, host, strict=True)], pa.int64()),
+            "device": pa.array([None if h else a.device for a, h in zip(args, host, strict=True)], pa.int64()),
+            "stream": pa.array([None if h else a.stream for a, h in zip(args, host, strict=True)], pa.int64()),
+            "correlation": pa.array([None if h else a.correlation for a, h in zip(args, host, strict=True)],
+                                    pa.int64()),
+            "s": s, "e": e,
+            "collective": text([a.collective for a in args]), "group_name": text([a.group_name for a in args]),
+            "group_desc": text([a.group_desc for a in args]), "group_ranks": text([a.group_ranks for a in args]),
+            "group_size": pa.array([a.group_size for a in args], pa.int64()),
+            "seq": pa.array([as_int(a.seq) for a in args], pa.int64()),
+            "in_nelems": pa.array([a.in_nelems for a in args], pa.int64()),
+            "out_nelems": pa.array([a.out_nelems for a in args], pa.int64()),
+            "dtype": text([a.dtype for a in args]),
+        })
+        self.con.register("_coll", table)
+        try:
+            self.con.execute(_COLLECTIVES_SQL, self.params)
+        finally:
+            self.con.unregister("_coll")
 
     def _short(self, names: pa.StringArray) -> pa.Array:
         """Short names, each distinct name worked out once per file."""

@@ -19,6 +19,7 @@ from tracekit.errors import InputError
 SQLITE_HEADER = b"SQLite format 3\x00"
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 # Export metadata: 2.x writes EXPORT_META_DATA; 3.x META_DATA_EXPORT plus META_DATA_CAPTURE.
+SESSION_START_KEY = "TARGET_INFO_SESSION_START_TIME.utcEpochNs"
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT", "META_DATA_CAPTURE", "TARGET_INFO_SYSTEM_ENV")
 
 
@@ -154,6 +155,11 @@ def _read_meta(info: ExportInfo, db: sqlite3.Connection) -> None:
             info.meta.append((key, value or ""))
             if base == "META_DATA_CAPTURE":
                 capture.setdefault(key, value or "")
+    session = info.table("TARGET_INFO_SESSION_START_TIME")
+    if session is not None and "utcEpochNs" in info.tables[session]:
+        row = db.execute(f"SELECT utcEpochNs FROM {session} LIMIT 1").fetchone()
+        if row is not None and isinstance(row[0], int):  # the wall clock of timeline 0 (facts §2.7)
+            info.meta.append((SESSION_START_KEY, str(row[0])))
     meta = dict(info.meta)
     info.format_version = meta.get("EXPORT_SCHEMA_VERSION", "pre-2.x")
     info.product_version = meta.get("EXPORT_PRODUCT_VERSION")

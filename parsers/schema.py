@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import duckdb
 
-STORE_SCHEMA_VERSION = 3  # 3: nsys exports store one rank per GPU process; op_shapes
+STORE_SCHEMA_VERSION = 4  # 3: nsys exports store one rank per GPU process; op_shapes. 4: collectives
 
 # Names the whole tool agrees on (readers, store views and analyses import them from here).
 PROFILER_STEP_REGEX = r"^ProfilerStep#(\d+)\n?$"  # torch.profiler's step annotation; group 1 is the step number
@@ -64,6 +64,16 @@ TABLES: dict[str, str] = {
     # Input shapes (Kineto ``Input Dims``, JSON text) of attention cpu ops: the batch, query and key lengths
     # a trace states where no engine annotation does (tracekit.analysis.fit).
     "op_shapes": "rank INTEGER, pid BIGINT, tid BIGINT, start_ns BIGINT, name VARCHAR, input_dims VARCHAR",
+    # Collective metadata PyTorch records (Kineto): on an NCCL kernel (source 'kernel': device_id, stream_id,
+    # start_ns and correlation_id name the kernel) or on the host op ``record_param_comms`` (source
+    # 'record_param_comms': pid, tid, start_ns, end_ns name the op; kernels launched inside it are its).
+    # group_ranks is the text PyTorch writes ('[0, 1]'); seq is the process group's collective sequence number.
+    "collectives": """
+        rank INTEGER, source VARCHAR, pid BIGINT, tid BIGINT, device_id INTEGER, stream_id BIGINT,
+        start_ns BIGINT, end_ns BIGINT, correlation_id BIGINT, collective VARCHAR, group_name VARCHAR,
+        group_desc VARCHAR, group_ranks VARCHAR, group_size INTEGER, seq BIGINT, in_nelems BIGINT,
+        out_nelems BIGINT, dtype VARCHAR
+    """,
 }
 
 EVENT_TABLES = ("kernels", "memops", "api_calls", "ranges")

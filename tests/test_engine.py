@@ -105,3 +105,18 @@ def test_repeat_analyze_reads_the_cached_report(two_ranks: Path, tmp_path: Path)
 def test_scheduler_needs_the_dask_engine(two_ranks: Path) -> None:
     result = CliRunner().invoke(main, ["analyze", str(two_ranks), "--no-cache", "--scheduler", "tcp://x:1"])
     assert result.exit_code == 2 and "--scheduler" in result.output
+
+
+def test_dask_engine_gives_the_same_cross_rank_analysis(cluster, tmp_path: Path) -> None:
+    """The per-rank part on Dask workers, the cross-rank part here: the planted straggler job's `ranks` section
+    and exposed wait/transfer split are the in-process ones."""
+    from fixtures.scenarios_ranks import ranks_capture
+    from fixtures.synth import write_kineto
+
+    specs, truth = ranks_capture("kineto")
+    for rank, spec in enumerate(specs):
+        write_kineto(spec, tmp_path / f"rank{rank}.pt.trace.json.gz")
+    local = cli_json(str(tmp_path), "--no-cache")
+    dask = cli_json(str(tmp_path), "--no-cache", "--engine", "dask", "--scheduler", cluster.scheduler_address)
+    assert dask["ranks"] == local["ranks"] and dask["exposed_comm"] == local["exposed_comm"]
+    assert local["ranks"]["straggler"]["rank"] == truth.straggler

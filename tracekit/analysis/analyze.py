@@ -15,6 +15,7 @@ import numpy as np
 from tracekit import floor
 from tracekit.analysis.accounting import StepAccount
 from tracekit.analysis.caveats import BLOCKING_CAVEATS, capture_caveats, caveat_texts, first_step_waits
+from tracekit.analysis.crossrank import CrossRank, RankMeta, cross_rank
 from tracekit.analysis.detail import Detail, DetailReader
 from tracekit.analysis.device import DeviceAnalysis, analyze_device, step_marker
 from tracekit.analysis.fit import Fit
@@ -92,6 +93,7 @@ class Analysis:
     devices: list[DeviceAnalysis]
     store: Store
     opts: AnalyzeOptions
+    cross: CrossRank | None = None  # the cross-rank analysis (None for one device)
     _reader: DetailReader | None = field(default=None, init=False, repr=False)
 
     def _detail_reader(self) -> DetailReader:
@@ -160,6 +162,12 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     exposed_comm = _exposed_comm(accounts, median_step(complete), rules.communication)
     # Floor and question 3: classes against budgets.
     floor_section, floor_result, placement, effective, fit = _floor_section(con, opts, step_p50)
+    cross = cross_rank(results, RankMeta.load(con), floor_section["hardware"] if floor_section else None)
+    measured = cross is not None and bool(cross.step_wait_ns)
+    exposed_comm |= {"wait_ns": _median(cross.step_wait_ns) if measured else None,
+                     "transfer_ns": _median(cross.step_transfer_ns) if measured else None}
+    kernel_wait, wait_reason = cross.verdict_note(exposed_comm["exposed_ns"], exposed_comm["wait_ns"]) if cross \
+        else (0, None)
     budgets = class_budgets(floor_result.parts, rules) if floor_result is not None else {}
     classes = _classes(accounts, results, rules.communication, budgets, opts, step_p50)
 
@@ -167,7 +175,7 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         blocking=caveat_texts([c for c in caveats if c.kind in BLOCKING_CAVEATS]),
         whole_capture=any(r.source.kind == "whole_capture" for r in results), step_p50=step_p50 if results else 0,
         floor=floor_section, placement=placement, fit_reasons=fit.reasons if fit else [], host_gaps=host_gaps,
-        exposed_comm=exposed_comm, classes=classes), opts)
+        exposed_comm=exposed_comm, classes=classes, kernel_wait_ns=kernel_wait, wait_reason=wait_reason), opts)
     targets = ncu_targets(con, results, classes, opts.max_targets) if verdict == "kernel" else []
     gpus = _gpu_models(con)
     report = {
@@ -185,13 +193,14 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         "fit": fit.section() if fit else None,
         "host_gaps": host_gaps,
         "exposed_comm": exposed_comm,
+        "ranks": cross.section if cross else None,
         "classes": classes,
         "ncu_targets": targets,
         "verdict": verdict,
         "reasons": reasons,
         "caveats": caveat_texts(caveats) + (fit.caveats if fit else []) + store.warnings,
     }
-    return Analysis(report, results, store, opts)
+    return Analysis(report, results, store, opts, cross)
 
 
 def _rank_spread(accounts: list[StepAccount]) -> dict[str, Any]:

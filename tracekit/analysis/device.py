@@ -18,7 +18,8 @@ import numpy as np
 
 from tracekit import intervals as iv
 from tracekit.analysis.accounting import StepAccount, account_step
-from tracekit.analysis.gaps import HostActivity, attribute_gaps, gap_context
+from tracekit.analysis.commlog import CollectiveCollector, CollectiveLog, load_metadata
+from tracekit.analysis.gaps import CAUSES, HostActivity, attribute_gaps, gap_causes, gap_context
 from tracekit.analysis.ops import DeviceOps, Vocabulary, launch_skips, load_ops
 from tracekit.analysis.steps import (
     STEP_MARKER_REGEX,
@@ -51,6 +52,7 @@ class DeviceAnalysis:
     # (class, name): (ncu launch skip, earlier launches of that very name (rocprofv3), in graph)
     median_launches: dict[tuple[str, str], tuple[int, int, bool]]
     top_gaps: list[dict[str, Any]]  # this device's costliest gap findings, costliest first
+    collectives: CollectiveLog | None = None  # its collectives, for the cross-rank analysis
 
     @property
     def n_ops(self) -> int:
@@ -168,9 +170,12 @@ def analyze_device(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int,
     causes: list[dict[str, int]] = []
     kernels = _KernelTime(len(vocab.names))
     gap_groups = _GapGroups()
+    collectives = CollectiveCollector(rank, device_id, communication,
+                                      load_metadata(con, rank, device_id, communication),
+                                      steps_comparable=source.kind in ("regex", "profiler_step"))
     for group in batches(con, rank, device_id, extent, windows, opts.batch_rows):
         accounts_b, causes_b = _analyze_batch(con, vocab, rank, device_id, group, marker, communication,
-                                              kernels, gap_groups)
+                                              kernels, gap_groups, collectives)
         accounts += accounts_b
         causes += causes_b
     kernel_ns = {(str(vocab.class_names[vocab.cls_of_code[c]]), str(vocab.names[c])): int(kernels.ns[c])
@@ -180,21 +185,25 @@ def analyze_device(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int,
         source=source, accounts=accounts, causes=causes, kernel_ns=kernel_ns,
         median_launches=_median_launches(con, vocab, rank, device_id, accounts),
         top_gaps=gap_groups.top(con, vocab, rank, device_id, marker, opts.top_gaps),
+        collectives=collectives.finish(),
     )
 
 
 def _analyze_batch(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int,
                    group: list[StepWindow], marker: str, communication: frozenset[str], kernels: _KernelTime,
-                   gap_groups: _GapGroups) -> tuple[list[StepAccount], list[dict[str, int]]]:
+                   gap_groups: _GapGroups, collectives: CollectiveCollector,
+                   ) -> tuple[list[StepAccount], list[dict[str, int]]]:
     """Account a batch of consecutive steps on their operations and host activity, read for the batch alone;
-    kernel time per name is added into ``kernels``, gaps into ``gap_groups``."""
+    kernel time per name is added into ``kernels``, gaps into ``gap_groups``, collectives into ``collectives``."""
     lo, hi = group[0].start_ns, group[-1].end_ns
     ops = load_ops(con, vocab, rank, device_id, lo, hi)
     host = HostActivity.load(con, rank, marker, lo, hi)
     accounts, causes = [], []
     for w in group:
         acc = account_step(ops, w, communication)
-        by_cause, next_op = attribute_gaps(acc.gaps, ops, host)
+        per_gap, next_op = gap_causes(acc.gaps, ops, host)
+        by_cause = dict(zip(CAUSES, (int(v) for v in per_gap.sum(axis=0)), strict=True))
+        collectives.add_step(ops, acc, per_gap)
         idx = acc.ops_in_window
         kernels.add(ops.name_code[idx], ops.end_ns[idx] - ops.start_ns[idx])
         gap_groups.add(acc, ops, next_op)

@@ -136,9 +136,9 @@ def analyze_dask(inputs: Inputs, opts: AnalyzeOptions, scheduler: str | None = N
             client.gather(client.map(ingest_file, files, cache_dir=cache_dir, pure=False))
             # Every file is now in the cache: opening the set here only attaches the stores and assigns ranks.
             shared = dataclasses.replace(inputs, cache_dir=cache_dir, use_cache=True, jobs=1, quiet=True)
-            with shared.open() as store:
-                ranks = [f.ranks for f in store.files]
-                parts = client.gather(client.map(_rank_task, files, ranks, cache_dir=cache_dir, opts=opts,
+            with shared.open() as store:  # the files kept (a copy of another is left out), with their ranks
+                kept, ranks = [f.source for f in store.files], [f.ranks for f in store.files]
+                parts = client.gather(client.map(_rank_task, kept, ranks, cache_dir=cache_dir, opts=opts,
                                                  pure=False))
                 results = sorted((d for devices in parts for d in devices), key=lambda r: (r.rank, r.device_id))
                 return build_analysis(store, opts, results).report

@@ -30,6 +30,8 @@ class Evidence:
     host_gaps: dict[str, Any]
     exposed_comm: dict[str, Any]
     classes: list[dict[str, Any]]
+    kernel_wait_ns: int = 0  # collective wait for a late rank whose kernels ran long: that rank's kernel time
+    wait_reason: str | None = None  # who everyone waited for, and why (tracekit.analysis.crossrank)
 
 
 def _preconditions(ev: Evidence, opts: AnalyzeOptions) -> list[str]:
@@ -65,10 +67,14 @@ def decide(ev: Evidence, opts: AnalyzeOptions) -> tuple[str, list[str]]:
         return "near-floor", [f"{head} (< {opts.threshold}): stop; only architecture changes (sparse attention, "
                               "quantisation, layout) move it"]
     residual = ev.step_p50 - t_opt
-    pipeline_ns = ev.host_gaps["total_ns"] + ev.exposed_comm["exposed_ns"]
+    # Waiting in a collective for a rank whose kernels ran long is that rank's kernel time, not pipeline time.
+    pipeline_ns = ev.host_gaps["total_ns"] + ev.exposed_comm["exposed_ns"] - ev.kernel_wait_ns
     reasons = [f"{head}; residual {residual} ns",
                f"host gaps {ev.host_gaps['total_ns']} ns + exposed communication {ev.exposed_comm['exposed_ns']} ns "
-               f"= {pipeline_ns} ns ({pipeline_ns / residual:.0%} of the residual)"]
+               + (f"- wait for slow kernels on the late rank {ev.kernel_wait_ns} ns " if ev.kernel_wait_ns else "")
+               + f"= {pipeline_ns} ns ({pipeline_ns / residual:.0%} of the residual)"]
+    if ev.wait_reason:
+        reasons.append(ev.wait_reason)
     if pipeline_ns >= opts.pipeline_share * residual:
         return "pipeline", reasons
     over = [c for c in ev.classes if c["over_budget"]]

@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.report.document import Document, Table
+from tracekit.report.ranks import ranks_tables
 
 
 def _ms(ns: int | None) -> float | None:
@@ -32,6 +33,9 @@ def overlap_text(ec: dict[str, Any]) -> str:
     text = f"overlapped {_pct(ec['overlap_fraction'])}% by compute kernels"
     if ec.get("exposed_under_memops_ns"):
         text += f" ({_pct(ec['overlap_fraction_incl_memops'])}% counting memory copies and sets as hiding it)"
+    if ec.get("wait_ns") is not None:
+        text += (f"; of the exposed, waiting for a late rank {ms_text(ec['wait_ns'])} ms, moving bytes "
+                 f"{ms_text(ec['transfer_ns'])} ms (medians over steps)")
     return text
 
 
@@ -104,6 +108,9 @@ def report_document(report: dict[str, Any]) -> Document:
             "host call": (g.get("host") or {}).get("api_call"),
         } for g in hg["top"]])))
     tables.append(exposed_comm_table(report["exposed_comm"]))
+    rank_tables, rank_notes = ranks_tables(report)
+    tables += rank_tables
+    notes += rank_notes
     tables.append(Table("3. kernel classes per step (median)", pl.DataFrame([{
         "class": c["name"], "measured ms": _ms(c["measured_ns"]), "budget ms": _ms(c["budget_ns"]),
         "ratio": None if c["ratio"] is None else round(c["ratio"], 2), "excess ms": _ms(c["excess_ns"]),

@@ -5,8 +5,10 @@ reader reads it back: per (rank, device) one process whose threads are the strea
 (``cat: "kernel"``) and memory operation (``gpu_memcpy``/``gpu_memset``) with ``args.device``,
 ``args.stream`` and a ``args.correlation`` unique in the file. Beside it, one process of analysis tracks,
 ``cat: "tracekit"`` (a category the reader counts as skipped): step windows, host gaps named by cause,
-exposed communication, and the kernels of over-budget classes. Times are exact: ``ts``/``dur`` are
-microseconds with three decimals from ``baseTimeNanoseconds``.
+exposed communication, the kernels of over-budget classes, and, across ranks, each matched collective split
+into its wait for the last rank and its transfer. Times are exact: ``ts``/``dur`` are microseconds with three
+decimals from ``baseTimeNanoseconds``, each device on its own file's clock; the analysis process names the
+clock offset to subtract to align it with the reference rank (the report's ``ranks.clocks``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from tracekit.analysis.analyze import Analysis
 from tracekit.files import write_atomically
 from tracekit.report.timeline import gap_marks, is_memop
 
-TRACKS = ("step windows", "host gaps (by cause)", "exposed communication", "over-budget kernels")
+TRACKS = ("step windows", "host gaps (by cause)", "exposed communication", "over-budget kernels", "collective wait",
+          "collective transfer")
 CATEGORY = "tracekit"
 
 
@@ -45,9 +48,12 @@ def _device_events(analysis: Analysis, i: int, base: int, correlation: int) -> t
     dev = analysis.device_detail(analysis.devices[i])
     ops, report = dev.ops, analysis.report
     gpu_pid, ann_pid = 2 * i + 1, 2 * i + 2
+    cross = analysis.cross
+    clock = f" (clock offset {cross.offset_ns[i] / 1e6:+.3f} ms)" if cross is not None and cross.offset_ns[i] else ""
     out = [_meta("process_name", gpu_pid, None, name=f"rank {ops.rank} GPU {ops.device_id}"),
            _meta("process_sort_index", gpu_pid, None, sort_index=2 * i + 1),
-           _meta("process_name", ann_pid, None, name=f"rank {ops.rank} GPU {ops.device_id}: tracekit analysis"),
+           _meta("process_name", ann_pid, None,
+                 name=f"rank {ops.rank} GPU {ops.device_id}: tracekit analysis{clock}"),
            _meta("process_sort_index", ann_pid, None, sort_index=2 * i)]
     for s in np.unique(ops.stream_id).tolist():
         out.append(_meta("thread_name", gpu_pid, s, name=f"stream {s}"))
@@ -82,7 +88,27 @@ def _device_events(analysis: Analysis, i: int, base: int, correlation: int) -> t
                           int(ops.end_ns[j]) - base, {"class": c["name"], "class_ratio": round(c["ratio"], 3),
                                                       "class_budget_ns": c["budget_ns"],
                                                       "class_excess_ns": c["excess_ns"]}))
+    if cross is not None:
+        out += _collective_events(analysis, i, ann_pid, base)
     return out, correlation + len(ops)
+
+
+def _collective_events(analysis: Analysis, i: int, pid: int, base: int) -> list[str]:
+    """Each matched collective of device ``i`` as its wait (for the last rank) and its transfer."""
+    cross, log = analysis.cross, analysis.devices[i].collectives
+    out = []
+    for r in np.flatnonzero(cross.record_wait_ns[i] >= 0).tolist():
+        s, e = int(log.start_ns[r]), int(log.end_ns[r])
+        w, last = int(cross.record_wait_ns[i][r]), cross.participants[int(cross.record_last[i][r])]
+        args = {"collective": log.name[r], "step": log.step_label[int(log.step[r])], "wait_ns": w,
+                "transfer_ns": e - s - w, "last_rank": last[0], "last_device": last[1],
+                "clock_offset_ns": cross.offset_ns[i]}
+        if w:
+            out.append(_event(CATEGORY, f"wait for rank {last[0]}: {log.name[r]}", pid, 5, s - base, s + w - base,
+                              args))
+        if e - s - w:
+            out.append(_event(CATEGORY, f"transfer: {log.name[r]}", pid, 6, s + w - base, e - base, args))
+    return out
 
 
 def perfetto_json(analysis: Analysis) -> str:

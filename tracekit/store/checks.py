@@ -6,8 +6,8 @@
   kernel without a name is kept as ``(unnamed kernel)``; a file left with no GPU event (all damaged)
   is an input error. A CPU-only capture, which never had one, keeps its ``no_gpu_activity`` note.
   Zero-length events are kept: integer-microsecond Kineto traces round sub-microsecond kernels down to 0.
-- The same file given twice, or two files holding the very same kernels, would count one capture
-  as two ranks: an input error.
+- The same file given twice is an input error. Two files holding the very same kernels (a rank's file
+  copied under another name) would count one capture as two ranks: the copy is left out, with a warning.
 - Ranks whose kernels ran on different GPU models get a warning (a caveat in reports), not an error:
   ``info`` and ``kernels`` stay useful, but one config's floor describes one model.
 """
@@ -74,17 +74,13 @@ def check_distinct_paths(files: Sequence[Path]) -> None:
         seen[key] = f
 
 
-def check_same_capture(con: duckdb.DuckDBPyConnection, sources: Sequence[Path]) -> None:
-    """Refuse two attached files (``f0``, ``f1``, ...) whose kernels are identical in number and times."""
-    seen: dict[tuple[object, ...], Path] = {}
-    for i, source in enumerate(sources):
-        fingerprint = con.execute(
-            f"SELECT count(*), sum(start_ns), sum(end_ns), min(start_ns), max(end_ns) FROM f{i}.kernels"
-        ).fetchone()
-        if fingerprint[0] and fingerprint in seen:
-            raise InputError(f"{seen[fingerprint]} and {source}: hold the very same kernels (one capture given "
-                             "twice?); give each rank's file once")
-        seen[fingerprint] = source
+def capture_fingerprint(con: duckdb.DuckDBPyConnection, alias: str) -> tuple[object, ...] | None:
+    """What makes two attached files one capture: their kernels identical in number, times, devices and
+    processes (ranks of one job can run in lockstep, but on other devices and in other processes); None for a
+    file without kernels."""
+    row = con.execute(f"SELECT count(*), sum(start_ns), sum(end_ns), min(start_ns), max(end_ns), sum(device_id), "
+                      f"sum(pid) FROM {alias}.kernels").fetchone()
+    return tuple(row) if row[0] else None
 
 
 def mixed_gpu_warning(con: duckdb.DuckDBPyConnection, ranks: Sequence[int]) -> list[str]:

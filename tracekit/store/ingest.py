@@ -33,7 +33,7 @@ from tracekit import __version__
 from tracekit.errors import InputError
 from tracekit.parsers import detect_format, reader_for
 from tracekit.parsers.schema import STORE_SCHEMA_VERSION, TABLES, create_tables
-from tracekit.store.checks import check_distinct_paths, check_same_capture, drop_damaged_records, mixed_gpu_warning
+from tracekit.store.checks import capture_fingerprint, check_distinct_paths, drop_damaged_records, mixed_gpu_warning
 from tracekit.store.views import create_views
 
 TRACE_SUFFIXES = (".sqlite", ".json", ".json.gz")
@@ -286,9 +286,10 @@ class Store:
 def _assign_ranks(con: duckdb.DuckDBPyConnection,
                   results: Sequence[IngestResult]) -> tuple[list[dict[int | None, int]], list[str]]:
     """Per file, its rows' rank values (NULL: none named) mapped to the global ranks: ranks the files record
-    (Kineto distributedInfo.rank, an nsys rank variable) as they are; a file that names none, and each
-    process of an nsys export numbered by process order, get the lowest free ranks in the order given.
-    A file's rows without a rank (launcher processes, file-level notes) take its first rank."""
+    (Kineto distributedInfo.rank, an nsys rank variable) as they are; a file that names none, each process
+    of an nsys export numbered by process order, and a rank an earlier file already claimed (with a warning:
+    the cross-rank analysis then shows whether that file belongs to this run) get the lowest free ranks in
+    the order given. A file's rows without a rank (launcher processes, file-level notes) take its first rank."""
     locals_: list[list[int | None]] = []
     numbered: list[bool] = []
     for i in range(len(results)):
@@ -296,16 +297,11 @@ def _assign_ranks(con: duckdb.DuckDBPyConnection,
                         .fetchall()] or [None])
         numbered.append(con.execute(f"SELECT count(*) FROM f{i}.trace_meta WHERE key = 'rank_source' "
                                     "AND value = 'process_order'").fetchone()[0] > 0)
+    claimed = {r for own, by_order in zip(locals_, numbered, strict=True) if not by_order for r in own
+               if r is not None}
+    free = (r for r in range(sum(map(len, locals_)) + len(claimed)) if r not in claimed)
     seen: dict[int, Path] = {}
-    for own, by_order, res in zip(locals_, numbered, results, strict=True):
-        for r in own:
-            if r is None or by_order:
-                continue
-            if r in seen:
-                raise InputError(f"{seen[r]} and {res.source}: both claim rank {r}; give one file per rank")
-            seen[r] = res.source
     warnings: list[str] = []
-    free = (r for r in range(sum(map(len, locals_)) + len(seen)) if r not in seen)
     mappings: list[dict[int | None, int]] = []
     for own, by_order, res in zip(locals_, numbered, results, strict=True):
         if by_order or own == [None]:
@@ -314,7 +310,15 @@ def _assign_ranks(con: duckdb.DuckDBPyConnection,
                 warnings.append(f"{res.source}: no distributedInfo.rank; given rank {mapping[None]} from the order "
                                 "of inputs")
         else:
-            mapping = {r: r for r in own}
+            mapping = {}
+            for r in own:
+                if r in seen:
+                    mapping[r] = next(free)
+                    warnings.append(f"{seen[r]} and {res.source}: both claim rank {r}; the second is analysed as "
+                                    f"rank {mapping[r]} (give one file per rank)")
+                else:
+                    mapping[r] = r
+                    seen[r] = res.source
         mapping.setdefault(None, min(mapping.values()))
         mappings.append(mapping)
     return mappings, warnings
@@ -324,6 +328,27 @@ def _rank_sql(mapping: dict[int | None, int]) -> str:
     """SQL mapping a file's ``rank`` column to its global ranks."""
     cases = " ".join(f"WHEN rank = {local} THEN {g}" for local, g in mapping.items() if local is not None)
     return f"CAST(CASE {cases} ELSE {mapping[None]} END AS INTEGER)" if cases else f"CAST({mapping[None]} AS INTEGER)"
+
+
+def _attach_distinct(con: duckdb.DuckDBPyConnection, results: list[IngestResult]
+                     ) -> tuple[list[IngestResult], list[str]]:
+    """Attach the stores as f0, f1, ...; a file holding the very same kernels as an earlier one is left out."""
+    kept: list[IngestResult] = []
+    seen: dict[tuple[object, ...], Path] = {}
+    warnings: list[str] = []
+    for res in results:
+        alias = f"f{len(kept)}"
+        con.execute(f"ATTACH ? AS {alias} (READ_ONLY)", [str(res.db)])
+        fingerprint = capture_fingerprint(con, alias)
+        if fingerprint is not None and fingerprint in seen:
+            con.execute(f"DETACH {alias}")
+            warnings.append(f"{seen[fingerprint]} and {res.source}: hold the very same kernels (one capture given "
+                            f"twice?); {res.source} is left out")
+            continue
+        if fingerprint is not None:
+            seen[fingerprint] = res.source
+        kept.append(res)
+    return kept, warnings
 
 
 def _ingest_all(files: list[Path], cache_dir: Path, jobs: int,
@@ -368,13 +393,17 @@ def open_store(
         results = _ingest_all(files, cache_dir, jobs, on_file_done)
         t_open = time.perf_counter()
         con = duckdb.connect()
-        for i, res in enumerate(results):
-            con.execute(f"ATTACH ? AS f{i} (READ_ONLY)", [str(res.db)])
-        mappings, warnings = _assign_ranks(con, results)
+        if ranks is None:
+            results, warnings = _attach_distinct(con, results)
+        else:
+            for i, res in enumerate(results):
+                con.execute(f"ATTACH ? AS f{i} (READ_ONLY)", [str(res.db)])
+            warnings = []
+        mappings, rank_warnings = _assign_ranks(con, results)
+        warnings += rank_warnings
         if ranks is not None:  # the same files' ranks, as a full opening of the set assigned them
             mappings = [dict(zip(sorted(m, key=lambda r: (r is None, r or 0)), [*given, given[0]], strict=False))
                         for m, given in zip(mappings, ranks, strict=True)]
-        check_same_capture(con, [r.source for r in results])
         warnings += mixed_gpu_warning(con, [m[None] for m in mappings])
         for table in TABLES:
             parts = [f"SELECT * REPLACE ({_rank_sql(m)} AS rank) FROM f{i}.{table}" for i, m in enumerate(mappings)]
