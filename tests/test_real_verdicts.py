@@ -4,10 +4,6 @@
 These assertions are the judgement itself: turning every verdict into ``inconclusive``, losing the engine's
 step annotation, or taking graph launches for steps again fails here. Traces with no row have no config that
 describes them (FastVideo, DLRM, ResNet, BERT, Qwen1.5-0.5B: no model in the floor's catalog).
-
-An expectation that needs the kernel-class fix of the same issue (TRT-LLM-gen ``bmm_*`` MoE GEMMs in
-``moe_experts``) names the kernel it depends on: until the rules class that kernel as ``moe_experts`` the
-check is an expected failure, afterwards it is enforced.
 """
 
 from __future__ import annotations
@@ -20,12 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tracekit.budgets.classify import load_rules
 from tracekit.cli import main
-
-TORCH = Path(__file__).resolve().parents[2] / "shared" / "traces" / "torch"
-NSYS = TORCH.parent / "nsys"
-pytestmark = pytest.mark.skipif(not TORCH.is_dir(), reason=f"real traces not present at {TORCH}")
 
 B200 = "tracelens__b200__eager_trace.json.gz"
 PIECEWISE = "tracelens__vllm_prefilldecode_piecewise/graph_execution.json.gz"
@@ -34,8 +25,6 @@ PIECEWISE_CAPTURE = ("tracelens__vllm_prefilldecode_piecewise/"
 SGLANG_CAPTURE = "tracelens__sglang_decode_capture/bs_32_rank0.json.gz"
 SGLANG_DECODE = "tracelens__inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz"
 VLLM_DECODE = "tracelens__inference__vllm_decode_full__graph_execution.json.gz"
-TRTLLM_GEN_MOE = ("bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_"
-                  "transOut_schedP2x1x2x3_biasM_bN_tma_tmaOpt_clmp_swiGlu_dynBatch_sm100f")
 
 
 @dataclass(frozen=True)
@@ -47,22 +36,20 @@ class Row:
     verdict: str
     top: str | None  # the over-budget class with the largest excess (None: no class is over budget)
     why: str
-    needs_class: str | None = None  # a kernel that must be classed moe_experts for ``top`` to hold
 
 
 ROWS = [
     Row(B200, "gptoss-120b-vllm-b200-tp8", "engine_annotation", 1, "pipeline", "moe_experts",
         "vLLM's execute_context_1(888_...) annotation is the step (one 888-token prefill); in this eager run "
-        "72.9 ms of host gaps (63.6 ms host code before launches) and 2.1 ms of exposed all-reduce are 91% of "
-        "the 82.7 ms residual over the 1.82 ms floor; the TRT-LLM-gen MoE GEMMs are ~3.7x their budget",
-        needs_class=TRTLLM_GEN_MOE),
+        "72.9 ms of host gaps (63.6 ms host code before launches) and 2.1 ms of exposed all-reduce are 90% of "
+        "the 83.0 ms residual over the 1.46 ms physical floor; the TRT-LLM-gen MoE GEMMs are ~4.6x their budget"),
     Row(PIECEWISE, "gptoss-20b-vllm-mi300x-prefill", "engine_annotation", 1, "kernel", "moe_experts",
         "vLLM's annotation groups the 25 piecewise graph launches of one forward (8,155 prefill + 37 decode "
-        "tokens) into one 156 ms step; against the 40.6 ms compute-bound prefill floor the MXFP4 "
-        "_matmul_ogs MoE GEMMs are 3.9x their budget"),
+        "tokens) into one 156 ms step; against the 38.5 ms compute-bound prefill floor the MXFP4 "
+        "_matmul_ogs MoE GEMMs are 4.1x their budget"),
     Row(VLLM_DECODE, "gptoss-20b-vllm-mi300x", "engine_annotation", 1, "kernel", "moe_experts",
         "one full-graph decode step of 32 requests (context 1721 from the annotation's KV total, 55086 / 32); "
-        "the MXFP4 MoE GEMMs are 3x their budget"),
+        "the MXFP4 MoE GEMMs are 3.7x their budget"),
     Row(SGLANG_DECODE, "qwen3-8b-sglang-mi300x", "engine_annotation", 1, "inconclusive", None,
         "the capture's only step waits 463 ms, before its first kernel, on work launched before the engine's "
         "profiler started: no step is measured"),
@@ -78,6 +65,11 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("tracekit-cache")
 
 
+@pytest.fixture(scope="module")
+def torch_dir(shared_traces: Path) -> Path:
+    return shared_traces / "torch"
+
+
 def analyze(path: Path, cache: Path, *args: str) -> dict[str, Any]:
     result = CliRunner().invoke(main, ["analyze", str(path), "--cache-dir", str(cache), "--format", "json", *args])
     assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
@@ -90,14 +82,12 @@ def top_over_budget(report: dict[str, Any]) -> str | None:
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.trace.split("/")[-1][:40])
-def test_real_trace_verdict(row: Row, cache_dir: Path) -> None:
-    report = analyze(TORCH / row.trace, cache_dir, "--config", row.config)
+def test_real_trace_verdict(row: Row, cache_dir: Path, torch_dir: Path) -> None:
+    report = analyze(torch_dir / row.trace, cache_dir, "--config", row.config)
     steps = report["steps"]
     assert (steps["source"], steps["count"], report["verdict"]) == ([row.source], row.steps, row.verdict), \
         report["reasons"]
     assert report["fit"]["reasons"] == [], "the named config must fit the capture"
-    if row.needs_class and load_rules().classify(row.needs_class) != "moe_experts":
-        pytest.xfail(f"top class needs the issue-16 class fix ({row.needs_class[:24]}... as moe_experts)")
     assert top_over_budget(report) == row.top
 
 
@@ -106,52 +96,62 @@ def test_some_real_verdicts_are_decisive() -> None:
     assert sum(r.verdict != "inconclusive" for r in ROWS) >= 3
 
 
-def test_the_b200_trace_step_hardware_and_operating_point(cache_dir: Path) -> None:
-    report = analyze(TORCH / B200, cache_dir, "--config", "gptoss-120b-vllm-b200-tp8")
+def test_the_b200_trace_step_hardware_and_operating_point(
+    cache_dir: Path, torch_dir: Path,
+) -> None:
+    report = analyze(torch_dir / B200, cache_dir, "--config", "gptoss-120b-vllm-b200-tp8")
     fit = report["fit"]
     assert fit["gpu"]["identified_as"] == "b200" and fit["gpu"]["evidence"] == "name"
     assert fit["world_size"] == 8
     assert fit["operating_point"]["phase"] == "prefill" and fit["operating_point"]["context"] == 888
     assert report["host_gaps"]["by_cause"]["launch_call"] == pytest.approx(7.07e6, rel=0.01)
     assert report["host_gaps"]["by_cause"]["host_code"] == pytest.approx(63.6e6, rel=0.01)
-    wrong = analyze(TORCH / B200, cache_dir, "--config", "qwen3-8b-tp1-h100")
+    wrong = analyze(torch_dir / B200, cache_dir, "--config", "qwen3-8b-tp1-h100")
     reasons = " | ".join(wrong["reasons"])
     assert wrong["verdict"] == "inconclusive"
     assert "NVIDIA B200" in reasons and "world size is 8" in reasons and "prefill step" in reasons
 
 
-def test_the_piecewise_trace_is_one_step_on_an_identified_mi300x_with_rocprof_targets(cache_dir: Path) -> None:
-    report = analyze(TORCH / PIECEWISE, cache_dir, "--config", "gptoss-20b-vllm-mi300x-prefill")
+def test_the_piecewise_trace_is_one_step_on_an_identified_mi300x_with_rocprof_targets(
+    cache_dir: Path, torch_dir: Path,
+) -> None:
+    report = analyze(torch_dir / PIECEWISE, cache_dir, "--config", "gptoss-20b-vllm-mi300x-prefill")
     assert report["fit"]["gpu"]["identified_as"] == "mi300x" and report["fit"]["gpu"]["evidence"] == "properties"
     targets = report["ncu_targets"]
     assert targets and all(t["tool"] == "rocprofv3" and not t["command"].startswith("ncu") for t in targets)
-    h100 = analyze(TORCH / PIECEWISE, cache_dir, "--config", "qwen3-8b-tp1-h100")
+    h100 = analyze(torch_dir / PIECEWISE, cache_dir, "--config", "qwen3-8b-tp1-h100")
     assert h100["verdict"] == "inconclusive"
     assert any("an AMD GPU, but the config describes h100" in r for r in h100["reasons"])
-    decode = analyze(TORCH / PIECEWISE, cache_dir, "--config", "gptoss-20b-vllm-mi300x")
+    decode = analyze(torch_dir / PIECEWISE, cache_dir, "--config", "gptoss-20b-vllm-mi300x")
     assert any("prefill step but the config describes decode" in r for r in decode["reasons"])
 
 
-def test_the_sglang_capture_folder_is_a_capture_trace_and_its_notes_file_is_skipped(cache_dir: Path) -> None:
-    folder = TORCH / SGLANG_CAPTURE.split("/")[0]
+def test_the_sglang_capture_folder_is_a_capture_trace_and_its_notes_file_is_skipped(
+    cache_dir: Path, torch_dir: Path,
+) -> None:
+    folder = torch_dir / SGLANG_CAPTURE.split("/")[0]
     report = analyze(folder, cache_dir, "--config", "qwen3-8b-sglang-mi300x")
     assert report["steps"]["capture_only"] and report["verdict"] == "inconclusive"
     assert any("execution_details.json: not a profiler trace" in c for c in report["caveats"])
-    result = CliRunner().invoke(main, ["diff", str(TORCH / VLLM_DECODE), str(folder), "--cache-dir", str(cache_dir),
+    result = CliRunner().invoke(main, ["diff", str(torch_dir / VLLM_DECODE), str(folder), "--cache-dir", str(cache_dir),
                                        "--fail-if-slower", "5%", "--format", "json"])
     assert result.exit_code == 12, result.output  # a capture is no step: never "faster", never passes
 
 
-def test_a_two_process_nsys_export_reads_as_two_ranks(cache_dir: Path) -> None:
-    report = analyze(NSYS / "nsys-ai__mfu_2gpu_before.sqlite", cache_dir)
+def test_a_two_process_nsys_export_reads_as_two_ranks(
+    cache_dir: Path, torch_dir: Path,
+) -> None:
+    report = analyze(torch_dir.parent / "nsys" / "nsys-ai__mfu_2gpu_before.sqlite", cache_dir)
     assert report["inputs"][0]["ranks"] == [0, 1]
     assert sorted(report["steps"]["per_rank_p50_ns"]) == ["0", "1"]
 
 
-def test_attention_shapes_give_the_operating_point_without_an_engine_annotation(cache_dir: Path) -> None:
+def test_attention_shapes_give_the_operating_point_without_an_engine_annotation(
+    cache_dir: Path, torch_dir: Path,
+) -> None:
     """TraceLens's HF Qwen1.5-0.5B forward on an H100: SDPA over [16, 16, 559, 64], a 16 x 559-token prefill;
     a decode config is then another phase (no catalog model fits this trace, so it has no table row)."""
-    report = analyze(TORCH / "tracelens__h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", cache_dir,
+    report = analyze(torch_dir / "tracelens__h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", cache_dir,
                      "--config", "qwen3-8b-tp1-h100")
     point = report["fit"]["operating_point"]
     assert (point["phase"], point["batch"], point["context"]) == ("prefill", 16, 559)
