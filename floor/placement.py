@@ -20,7 +20,6 @@ NEAR_FLOOR_THRESHOLD = 1.3
 #: precision, layout, hardware) or the capture does not describe the run. The slack absorbs spec-sheet
 #: rounding (H20 FP8 296 vs 294 TFLOP/s) and clock variation.
 BELOW_FLOOR_TOLERANCE = 0.95
-PLACEMENT_VERDICTS = ("near-floor", "above-floor", "inconclusive")
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,7 @@ class Placement:
     position: float
     residual_ratio: float
     threshold: float
-    verdict: str
+    verdict: str  # near-floor, above-floor, or inconclusive (below the floor)
     reason: str
     mfu: float
     mbu: float

@@ -11,7 +11,6 @@ from click.testing import CliRunner
 from tracekit.budgets.configs import list_configs, load_config
 from tracekit.cli import main
 from tracekit.floor import CLASS_NAMES, ConfigError, compute_floor
-from tracekit.floor.moe_a2a import a2a_volume, expert_capacity
 from tracekit.floor.parallel import bubble, in_flight
 from tracekit.floor.training import predict_training
 from tracekit.floor.training_config import train_layout
@@ -84,13 +83,6 @@ def test_expert_parallel_must_divide_data_parallel():
     with pytest.raises(ConfigError, match="TP x EP x EDP"):
         load_config("mixtral-8x7b-ep8-h100", {"n_gpus": "4", "dp": "4"})
 
-
-def test_capacity_based_a2a_volume():
-    # Switch Transformer Eq. 3: 4096 tokens, 8 experts, top-2, capacity factor 1.25 -> 1280 slots per expert
-    assert expert_capacity(4096, 8, 1.25, top_k=2) == 1280
-    vol = a2a_volume(4096, 2, 4096, 1.25, ep=8)
-    assert vol.dispatch_bytes == pytest.approx(4096 * 2 * 1.25 * 4096 * 2 * 7 / 8)
-    assert a2a_volume(4096, 2, 4096, 1.0, ep=8, remote=0.5).combine_bytes == pytest.approx(4096 * 2 * 4096)
 
 
 def test_decode_config_settings_are_unchanged():

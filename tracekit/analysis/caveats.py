@@ -99,7 +99,7 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
                               "(no step markers or phase names)"))
     unmatched = con.execute("""
         SELECT k.rank, count(*) FROM kernels k ANTI JOIN
-            (SELECT rank, pid, correlation_id FROM api_calls WHERE NOT is_duplicate) a
+            (SELECT rank, pid, correlation_id FROM launches) a
             ON k.rank = a.rank AND k.pid = a.pid AND k.correlation_id = a.correlation_id
         GROUP BY k.rank ORDER BY k.rank
     """).fetchall()
@@ -131,16 +131,15 @@ def _capture_only(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
     """Graph-capture traces: stream capture calls, and more kernel launches captured into a graph (a launch
     call with no kernel) than kernels executed. Such a trace holds no step to judge or compare."""
     rows = con.execute("""
-        WITH launches AS (
+        WITH kernel_launches AS (
             SELECT a.rank, count(*) AS n, count(*) FILTER (WHERE k.correlation_id IS NULL) AS captured
-            FROM api_calls a
+            FROM launches a
             LEFT JOIN (SELECT DISTINCT rank, pid, correlation_id FROM kernels) k
               ON k.rank = a.rank AND k.pid = a.pid AND k.correlation_id = a.correlation_id
-            WHERE NOT a.is_duplicate AND regexp_matches(a.name, $launch) GROUP BY a.rank),
-        captures AS (SELECT rank, count(*) AS n FROM api_calls
-                     WHERE NOT is_duplicate AND regexp_matches(name, $capture) GROUP BY rank),
+            WHERE regexp_matches(a.name, $launch) GROUP BY a.rank),
+        captures AS (SELECT rank, count(*) AS n FROM launches WHERE regexp_matches(name, $capture) GROUP BY rank),
         executed AS (SELECT rank, count(*) AS n FROM kernels GROUP BY rank)
-        SELECT c.rank, c.n, l.captured, coalesce(e.n, 0) FROM captures c JOIN launches l USING (rank)
+        SELECT c.rank, c.n, l.captured, coalesce(e.n, 0) FROM captures c JOIN kernel_launches l USING (rank)
         LEFT JOIN executed e USING (rank)
         WHERE l.captured > coalesce(e.n, 0) ORDER BY c.rank
     """, {"launch": KERNEL_LAUNCH_REGEX, "capture": STREAM_CAPTURE_REGEX}).fetchall()

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 
 from tracekit.floor import NEAR_FLOOR_THRESHOLD
 
-REPORT_SCHEMA = "tracekit.report/v2"  # v2: host-gap cause "launch" split into launch_call + host_code
-VERDICTS = ("near-floor", "pipeline", "kernel", "inconclusive")
+REPORT_SCHEMA = "tracekit.report/v2"  # v2: gap causes launch_call + host_code, exposed_comm of the median step
 MIN_GAP_FINDING_NS = 1_000  # gap findings costing less in all (launch latency between kernels) are not listed
+#: The verdicts, each with its `--gate` exit status.
 GATE_EXIT = {"near-floor": 0, "pipeline": 10, "kernel": 11, "inconclusive": 12}
 
 
