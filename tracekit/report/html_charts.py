@@ -68,23 +68,31 @@ def timeline(pic: StepPicture, index: int, colours: dict[str, str]) -> str:
         if pic.op_over[i]:  # a red strip over the kernel, not a second kernel mark
             parts.append(f'<rect class="ob" x="{_us(s - lo)}" y="{y - 3}" width="{_us(e - s)}" height="4" '
                          f'fill="{EXPOSED_COLOUR}"><title>{tip}</title></rect>')
-    grid = "".join(f'<line x1="0" x2="{_us(pic.dur_ns)}" y1="{LANE_PX * i}" y2="{LANE_PX * i}" stroke="#e3e7eb" '
-                   f'vector-effect="non-scaling-stroke"/>' for i in range(1, len(lanes)))
-    lane_labels = "".join(f'<div title="{esc(t)}">{esc(t)}</div>' for t in lanes)
     n_kernels, n_memops = pic.kernel_count, len(pic.op_memop) - pic.kernel_count
     memops = f", {n_memops} memory operation{'s' if n_memops > 1 else ''}" if n_memops else ""
     head = (f"{esc(pic.title)}: rank {pic.rank}, device {pic.device_id}, step {esc(pic.label)}, "
             f"{ms(pic.dur_ns)}, {n_kernels} kernels{memops}")
-    return f"""<div class="tl" id="tl-{index}" data-dur-us="{_us(pic.dur_ns)}" data-height="{height}"
- data-kernels="{n_kernels}">
+    return zoomable_lanes(f"tl-{index}", head, lanes, _us(pic.dur_ns), parts, "step timeline",
+                          f' data-kernels="{n_kernels}"')
+
+
+def zoomable_lanes(element_id: str, head: str, lanes: list[str], width_us: str, parts: list[str], label: str,
+                   extra: str = "") -> str:
+    """One zoomable timeline: a lane per title, the bars (SVG ``parts``, x in us), zoom/pan buttons and an
+    axis the page's script draws; ``head`` is HTML, already escaped."""
+    height = LANE_PX * len(lanes)
+    grid = "".join(f'<line x1="0" x2="{width_us}" y1="{LANE_PX * i}" y2="{LANE_PX * i}" stroke="#e3e7eb" '
+                   f'vector-effect="non-scaling-stroke"/>' for i in range(1, len(lanes)))
+    lane_labels = "".join(f'<div title="{esc(t)}">{esc(t)}</div>' for t in lanes)
+    return f"""<div class="tl" id="{element_id}" data-dur-us="{width_us}" data-height="{height}"{extra}>
 <h3>{head}</h3>
 <div class="tl-bar"><button type="button" data-zoom="in">zoom in</button><button type="button" data-zoom="out">zoom out
 </button><button type="button" data-zoom="left">◀</button><button type="button" data-zoom="right">▶</button>
 <button type="button" data-zoom="reset">whole step</button><span>wheel: zoom · drag: pan · click: details</span>
 <span class="tl-range"></span></div>
 <div class="tl-body"><div class="tl-lanes">{lane_labels}</div><div>
-<svg class="tl-svg" viewBox="0 0 {_us(pic.dur_ns)} {height}" preserveAspectRatio="none" height="{height}"
- role="img" aria-label="step timeline">{grid}{''.join(parts)}</svg>
+<svg class="tl-svg" viewBox="0 0 {width_us} {height}" preserveAspectRatio="none" height="{height}"
+ role="img" aria-label="{label}">{grid}{''.join(parts)}</svg>
 <svg class="tl-axis"></svg></div></div>
 <div class="tl-detail"></div></div>"""
 

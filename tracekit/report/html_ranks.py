@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tracekit.analysis.analyze import Analysis
-from tracekit.report.html_charts import BAR_PX, LANE_PX, dur_text, esc, legend, ms
+from tracekit.report.html_charts import BAR_PX, LANE_PX, dur_text, esc, legend, ms, zoomable_lanes
 from tracekit.report.ranks import per_rank_frame, straggler_line, who
 from tracekit.report.timeline import communication_classes
 
@@ -83,27 +83,15 @@ def lanes_chart(all_lanes: list[Lane], label: str) -> str:
               "unmatched": UNMATCHED_COLOUR}
     lo = min(lane.start_ns for lane in all_lanes)
     span = max(lane.end_ns for lane in all_lanes) - lo
-    height = LANE_PX * len(all_lanes)
     parts = []
     for i, lane in enumerate(all_lanes):
         y = LANE_PX * i + (LANE_PX - BAR_PX) // 2
         for s, e, kind, text in lane.bars:
             parts.append(f'<rect class="k" x="{(s - lo) / 1e3:.3f}" y="{y}" width="{(e - s) / 1e3:.3f}" '
                          f'height="{BAR_PX}" fill="{colour[kind]}"><title>{esc(text)}</title></rect>')
-    grid = "".join(f'<line x1="0" x2="{span / 1e3:.3f}" y1="{LANE_PX * i}" y2="{LANE_PX * i}" stroke="#e3e7eb" '
-                   f'vector-effect="non-scaling-stroke"/>' for i in range(1, len(all_lanes)))
-    names = "".join(f'<div title="{esc(lane.title)}">{esc(lane.title)}</div>' for lane in all_lanes)
-    return f"""<div class="tl" id="tl-ranks" data-dur-us="{span / 1e3:.3f}" data-height="{height}">
-<h3>median step across ranks: {esc(label)}, aligned clocks, {ms(span)}</h3>
-<div class="tl-bar"><button type="button" data-zoom="in">zoom in</button><button type="button" data-zoom="out">zoom out
-</button><button type="button" data-zoom="left">◀</button><button type="button" data-zoom="right">▶</button>
-<button type="button" data-zoom="reset">whole step</button><span>wheel: zoom · drag: pan · click: details</span>
-<span class="tl-range"></span></div>
-<div class="tl-body"><div class="tl-lanes">{names}</div><div>
-<svg class="tl-svg" viewBox="0 0 {span / 1e3:.3f} {height}" preserveAspectRatio="none" height="{height}"
- role="img" aria-label="ranks on aligned clocks">{grid}{''.join(parts)}</svg>
-<svg class="tl-axis"></svg></div></div>
-<div class="tl-detail"></div></div>"""
+    head = f"median step across ranks: {esc(label)}, aligned clocks, {ms(span)}"
+    return zoomable_lanes("tl-ranks", head, [lane.title for lane in all_lanes], f"{span / 1e3:.3f}", parts,
+                          "ranks on aligned clocks")
 
 
 def ranks_section(analysis: Analysis, table: Any) -> str:

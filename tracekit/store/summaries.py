@@ -29,26 +29,27 @@ _KERNEL_KEYS: dict[str, str] = {
 }
 
 
-def _stats(source: str, keys: str, where: str = "true") -> str:
-    """The statistics query over ``source`` (which has ``dur_ns``), grouped by ``keys``."""
+def _stats(source: str, keys: str, where: str = "true", value: str = "dur_ns", unit: str = "ns") -> str:
+    """The statistics query over ``source``'s ``value`` column, grouped by ``keys``; columns are named by
+    ``unit`` (``total_ns``, ``avg_ns``, ...), and a time gets its share of all rows' time (``time_pct``)."""
     key_positions = ", ".join(str(i + 1) for i in range(len(keys.split(","))))
+    share = f", 100.0 * sum({value}) / sum(sum({value})) OVER () AS time_pct" if unit == "ns" else ""
     return f"""
         SELECT {keys},
             count(*) AS instances,
-            sum(dur_ns)::BIGINT AS total_ns,
-            avg(dur_ns) AS avg_ns,
-            median(dur_ns)::DOUBLE AS med_ns,
-            min(dur_ns) AS min_ns,
-            max(dur_ns) AS max_ns,
+            sum({value})::BIGINT AS total_{unit},
+            avg({value}) AS avg_{unit},
+            median({value})::DOUBLE AS med_{unit},
+            min({value}) AS min_{unit},
+            max({value}) AS max_{unit},
             -- from exact integer sums, so the result does not depend on the order threads add rows in
             CASE WHEN count(*) < 2 THEN 0.0 ELSE sqrt(greatest(
-                count(*)::HUGEINT * sum(dur_ns::HUGEINT * dur_ns) - sum(dur_ns::HUGEINT) * sum(dur_ns::HUGEINT), 0
-            )::DOUBLE / (count(*) * (count(*) - 1))) END AS stddev_ns,
-            100.0 * sum(dur_ns) / sum(sum(dur_ns)) OVER () AS time_pct
+                count(*)::HUGEINT * sum({value}::HUGEINT * {value}) - sum({value}::HUGEINT) * sum({value}::HUGEINT), 0
+            )::DOUBLE / (count(*) * (count(*) - 1))) END AS stddev_{unit}{share}
         FROM {source}
         WHERE {where}
         GROUP BY ALL
-        ORDER BY total_ns DESC, {key_positions}
+        ORDER BY total_{unit} DESC, {key_positions}
     """
 
 
@@ -106,16 +107,5 @@ def memop_time_summary(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
 def memop_size_summary(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """Bytes per memory operation kind (nsys ``cuda_gpu_mem_size_sum``, 2022.4 ``gpumemsizesum``): the
     statistics of ``_stats`` over each operation's size, ordered by total bytes, descending."""
-    return con.sql(f"""
-        SELECT {_MEMOP_OPERATION} AS operation,
-            count(*) AS instances,
-            sum(bytes)::BIGINT AS total_bytes,
-            avg(bytes) AS avg_bytes,
-            median(bytes)::DOUBLE AS med_bytes,
-            min(bytes) AS min_bytes,
-            max(bytes) AS max_bytes,
-            coalesce(stddev_samp(bytes), 0.0) AS stddev_bytes
-        FROM memops
-        GROUP BY ALL
-        ORDER BY total_bytes DESC, 1
-    """).pl()
+    source = f"(SELECT {_MEMOP_OPERATION} AS operation, bytes FROM memops)"
+    return con.sql(_stats(source, "operation", value="bytes", unit="bytes")).pl()
