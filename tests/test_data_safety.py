@@ -290,7 +290,7 @@ def test_an_edit_in_place_that_keeps_size_mtime_and_ends_gets_a_new_store(tmp_pa
 
     from fixtures.scenarios import decode_capture
     from fixtures.synth import write_nsys
-    from tracekit.store.ingest import file_key
+    from tracekit.store.cache import file_key
 
     spec, _ = decode_capture({c: 100_000 for c in ("gemm", "attn_core", "indexer", "moe_experts", "norm_elementwise",
                                                    "quant", "sampling", "embedding", "a2a_dispatch",
@@ -328,7 +328,7 @@ def _ends(path: Path) -> tuple[bytes, bytes]:
 def test_file_key_follows_the_content_not_the_name_or_mtime(tmp_path: Path) -> None:
     import os
 
-    from tracekit.store.ingest import file_key
+    from tracekit.store.cache import file_key
 
     a = tmp_path / "a.sqlite"
     a.write_bytes(bytes(range(256)) * 4096)  # 1 MiB

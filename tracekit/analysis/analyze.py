@@ -151,13 +151,7 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     step_p50, step_p99 = _median(step_ns), _p(step_ns, 99)
     sources = sorted({r.source.kind for r in results})
 
-    # Question 1: host gaps.
-    gap_ns = [a.gap_ns for a in accounts]
-    cause_ns = {c: _median([cs[c] for r in results for cs in r.causes]) for c in CAUSES}
-    host_gaps = {
-        "total_ns": _median(gap_ns), "fraction": (_median(gap_ns) / step_p50) if step_p50 else 0.0,
-        "by_cause": cause_ns, "top": _top_gaps(results, opts.top_gaps),
-    }
+    host_gaps = _host_gaps(results, accounts, step_p50, opts.top_gaps)  # question 1
     # Question 2: exposed communication, every figure from one step (the median step).
     exposed_comm = _exposed_comm(accounts, median_step(complete), rules.communication)
     # Floor and question 3: classes against budgets.
@@ -201,6 +195,15 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         "caveats": caveat_texts(caveats) + (fit.caveats if fit else []) + store.warnings,
     }
     return Analysis(report, results, store, opts, cross)
+
+
+def _host_gaps(results: list[DeviceAnalysis], accounts: list[StepAccount], step_p50: int,
+               top: int) -> dict[str, Any]:
+    """Question 1: host gaps per step (median), by cause, and the costliest gap findings."""
+    gap_ns = _median([a.gap_ns for a in accounts])
+    return {"total_ns": gap_ns, "fraction": gap_ns / step_p50 if step_p50 else 0.0,
+            "by_cause": {c: _median([cs[c] for r in results for cs in r.causes]) for c in CAUSES},
+            "top": _top_gaps(results, top)}
 
 
 def _rank_spread(accounts: list[StepAccount]) -> dict[str, Any]:

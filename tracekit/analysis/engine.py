@@ -31,7 +31,8 @@ from tracekit.analysis.analyze import DeviceAnalysis, analyze, analyze_devices, 
 from tracekit.analysis.options import AnalyzeOptions
 from tracekit.errors import InputError
 from tracekit.files import write_atomically
-from tracekit.store.ingest import Store, default_cache_dir, expand_inputs, ingest_file, open_store
+from tracekit.store.cache import default_cache_dir
+from tracekit.store.ingest import Store, expand_inputs, ingest_file, open_store
 from tracekit.store.inputs import Inputs
 
 ENGINES = ("local", "dask")

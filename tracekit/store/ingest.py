@@ -12,18 +12,14 @@ rank each file was assigned.
 
 from __future__ import annotations
 
-import fcntl
 import gzip
-import hashlib
-import json
 import os
 import shutil
 import tempfile
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,25 +29,19 @@ from tracekit import __version__
 from tracekit.errors import InputError
 from tracekit.parsers import detect_format, reader_for
 from tracekit.parsers.schema import STORE_SCHEMA_VERSION, TABLES, create_tables
+from tracekit.store.cache import (
+    crc32_of,
+    default_cache_dir,
+    file_key,
+    is_complete,
+    remove_db,
+    store_lock,
+    write_manifest,
+)
 from tracekit.store.checks import capture_fingerprint, check_distinct_paths, drop_damaged_records, mixed_gpu_warning
 from tracekit.store.views import create_views
 
 TRACE_SUFFIXES = (".sqlite", ".json", ".json.gz")
-
-
-def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/tracekit`` (``~/.cache/tracekit`` when unset)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tracekit"
-
-
-def file_key(path: Path) -> str:
-    """A key that changes whenever the file's content or the store format changes: a SHA-256 of the whole
-    file (about 1.7 GB/s; under 4 % of an ingest on every trace measured, bench/bench_cache_key.py)."""
-    with path.open("rb") as f:
-        content = hashlib.file_digest(f, "sha256").hexdigest()
-    key = f"{STORE_SCHEMA_VERSION}|{__version__}|{path.stat().st_size}|{content}"
-    return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 def expand_inputs(paths: Iterable[Path]) -> list[Path]:
@@ -97,65 +87,6 @@ def _looks_like_trace(path: Path) -> bool:
     return b'"traceEvents"' in text or (text[:1] == b"[" and b'"ph"' in text)
 
 
-def _crc32(path: Path) -> int:
-    """CRC-32 of a whole file (about 2 GB/s): catches bytes damaged in place, which keep the size."""
-    crc = 0
-    with path.open("rb") as f:
-        while block := f.read(1 << 22):
-            crc = zlib.crc32(block, crc)
-    return crc
-
-
-def _manifest(db: Path) -> Path:
-    return db.with_suffix(".json")
-
-
-def _is_complete(db: Path) -> bool:
-    """True when ``db`` has its manifest, the size the manifest recorded, and the schema version's mark.
-
-    The size check catches a store cut short by a crash or a full disk, which can still open; the CRC-32
-    catches bytes damaged in place, which DuckDB would only notice when a query reads that block."""
-    try:
-        manifest = json.loads(_manifest(db).read_text())
-        if manifest.get("size_bytes") != db.stat().st_size or manifest.get("crc32") != _crc32(db):
-            return False
-    except (OSError, ValueError):
-        return False
-    try:
-        con = duckdb.connect(str(db), read_only=True)
-    except duckdb.Error:
-        return False
-    try:
-        row = con.execute("SELECT schema_version FROM store_info").fetchone()
-        return row is not None and row[0] == STORE_SCHEMA_VERSION
-    except duckdb.Error:
-        return False
-    finally:
-        con.close()
-
-
-@contextmanager
-def _store_lock(db: Path, exclusive: bool) -> Iterator[None]:
-    """Hold ``<key>.lock``: publishing a store (rename, then manifest) is exclusive, checking one is shared,
-    so a check never sees a new store beside the manifest of the store it replaced."""
-    with open(db.with_suffix(".lock"), "a+b") as f:
-        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
-
-
-def _remove_db(db: Path) -> None:
-    for p in (_manifest(db), db, db.with_name(db.name + ".wal")):
-        p.unlink(missing_ok=True)
-
-
-def _write_manifest(db: Path, manifest: dict[str, object]) -> None:
-    """Write the store's manifest atomically; the store counts as complete only once it exists."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{db.stem}.", suffix=".tmp.json", dir=db.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(manifest, f)
-    os.replace(tmp, _manifest(db))
-
-
 @dataclass
 class IngestResult:
     """One input file's store."""
@@ -183,13 +114,13 @@ def ingest_file(path: Path, cache_dir: Path) -> IngestResult:
         raise InputError(f"--cache-dir {cache_dir}: cannot create ({exc.strerror})") from None
     target = cache_dir / f"{file_key(path)}.duckdb"
     if target.exists():
-        with _store_lock(target, exclusive=False):
-            complete = _is_complete(target)
+        with store_lock(target, exclusive=False):
+            complete = is_complete(target)
         if not complete:
-            with _store_lock(target, exclusive=True):
-                complete = _is_complete(target)  # another process may have just published it
+            with store_lock(target, exclusive=True):
+                complete = is_complete(target)  # another process may have just published it
                 if not complete:
-                    _remove_db(target)  # damaged or from another schema version: rebuild
+                    remove_db(target)  # damaged or from another schema version: rebuild
         if complete:
             stages["identify"] = time.perf_counter() - t0
             return IngestResult(path, target, fmt, True, stages["identify"], stages)
@@ -200,10 +131,10 @@ def ingest_file(path: Path, cache_dir: Path) -> IngestResult:
     try:
         tmp = _build_store(path, fmt, tmp_dir / "store.duckdb", stages)
         t2 = time.perf_counter()
-        size, crc = tmp.stat().st_size, _crc32(tmp)
-        with _store_lock(target, exclusive=True):
+        size, crc = tmp.stat().st_size, crc32_of(tmp)
+        with store_lock(target, exclusive=True):
             os.replace(tmp, target)
-            _write_manifest(target, {"size_bytes": size, "crc32": crc, "schema_version": STORE_SCHEMA_VERSION,
+            write_manifest(target, {"size_bytes": size, "crc32": crc, "schema_version": STORE_SCHEMA_VERSION,
                                      "source": str(path), "format": fmt})
     except InputError:
         raise
