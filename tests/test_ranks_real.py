@@ -74,3 +74,11 @@ def test_two_process_nsys_export_as_ranks_0_and_1(shared_traces: Path, tmp_path:
     assert sorted(r["rank"] for r in ranks["per_rank"]) == [0, 1]
     assert ranks["devices_per_rank"] == 1
     assert [c["ranks"] for c in ranks["clocks"]] == [[0, 1]]  # one export: both ranks on its one clock
+
+
+def test_wait_and_transfer_split_the_median_steps_exposed_communication(shared_traces: Path, tmp_path: Path) -> None:
+    """exposed_comm is one step's figures (the median step), so its wait and transfer add up to at most its
+    exposed time (the rest: exposed communication in no matched collective)."""
+    ec = analyze(shared_traces / "torch" / "dlrm8_v100", tmp_path)["exposed_comm"]
+    assert ec["wait_ns"] > 0 and ec["transfer_ns"] > 0
+    assert ec["wait_ns"] + ec["transfer_ns"] <= ec["exposed_ns"]

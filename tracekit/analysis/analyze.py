@@ -153,13 +153,13 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
 
     host_gaps = _host_gaps(results, accounts, step_p50, opts.top_gaps)  # question 1
     # Question 2: exposed communication, every figure from one step (the median step).
-    exposed_comm = _exposed_comm(accounts, median_step(complete), rules.communication)
+    step = median_step(complete)
+    exposed_comm = _exposed_comm(accounts, step, rules.communication)
     # Floor and question 3: classes against budgets.
     floor_section, floor_result, placement, effective, fit = _floor_section(con, opts, step_p50)
     cross = cross_rank(results, RankMeta.load(con), floor_section["hardware"] if floor_section else None)
-    measured = cross is not None and bool(cross.step_wait_ns)
-    exposed_comm |= {"wait_ns": _median(cross.step_wait_ns) if measured else None,
-                     "transfer_ns": _median(cross.step_transfer_ns) if measured else None}
+    split = cross.step_split(*_position(results, step)) if cross is not None and step is not None else None
+    exposed_comm |= {"wait_ns": split[0] if split else None, "transfer_ns": split[1] if split else None}
     kernel_wait, wait_reason = cross.verdict_note(exposed_comm["exposed_ns"], exposed_comm["wait_ns"]) if cross \
         else (0, None)
     budgets = class_budgets(floor_result.parts, rules) if floor_result is not None else {}
@@ -195,6 +195,12 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         "caveats": caveat_texts(caveats) + (fit.caveats if fit else []) + store.warnings,
     }
     return Analysis(report, results, store, opts, cross)
+
+
+def _position(results: list[DeviceAnalysis], step: StepAccount) -> tuple[int, int, int]:
+    """(rank, device, position among its device's accounts) of one analysed step."""
+    dev = next(r for r in results if (r.rank, r.device_id) == (step.rank, step.device_id))
+    return step.rank, step.device_id, next(i for i, a in enumerate(dev.accounts) if a is step)
 
 
 def _host_gaps(results: list[DeviceAnalysis], accounts: list[StepAccount], step_p50: int,

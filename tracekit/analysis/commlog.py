@@ -189,7 +189,7 @@ class CollectiveCollector:
         comm_class = np.array([c in self.communication for c in ops.class_names.tolist()], dtype=bool)
         is_comm = comm_class[ops.cls_code[idx]]
         s, e = np.clip(ops.start_ns[idx], lo, hi), np.clip(ops.end_ns[idx], lo, hi)
-        exposed = iv.difference(iv.union(s[is_comm], e[is_comm]), iv.union(s[~is_comm], e[~is_comm]))
+        exposed = acc.exposed  # the account's own exposed intervals: one definition (accounting.account_step)
         self._rows["exposed_start"].append(exposed.starts)
         self._rows["exposed_end"].append(exposed.ends)
         self._rows["exposed_step"].append(np.full(len(exposed), step, dtype=np.int32))

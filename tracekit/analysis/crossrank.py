@@ -72,8 +72,8 @@ class RankMeta:
 @dataclass
 class CrossRank:
     """The ``ranks`` report section, with what the pictures need: per device its clock offset and its records'
-    wait and transfer (-1 where the record is in no consistent instance), and per analysed step (in the order
-    of the devices' accounts) the step's exposed communication that was wait and that was transfer (empty when
+    wait and transfer (-1 where the record is in no consistent instance), and per device per analysed step (in
+    the order of its accounts) the step's exposed communication that was wait and that was transfer (empty when
     no instance matched: nothing was measured)."""
 
     section: dict[str, Any]
@@ -82,8 +82,16 @@ class CrossRank:
     record_wait_ns: list[np.ndarray]
     record_transfer_ns: list[np.ndarray]
     record_last: list[np.ndarray]  # per record: the participant (index) that arrived last in its instance, or -1
-    step_wait_ns: list[int]
-    step_transfer_ns: list[int]
+    step_wait_ns: list[list[int]]
+    step_transfer_ns: list[list[int]]
+
+    def step_split(self, rank: int, device_id: int, step: int) -> tuple[int, int] | None:
+        """(wait, transfer) of one analysed step's exposed communication (``step``: its position among the
+        device's accounts); None when nothing was measured."""
+        if not self.step_wait_ns or (rank, device_id) not in self.participants:
+            return None
+        p = self.participants.index((rank, device_id))
+        return self.step_wait_ns[p][step], self.step_transfer_ns[p][step]
 
     def verdict_note(self, exposed_ns: int, wait_ns: int | None) -> tuple[int, str | None]:
         """How much exposed communication a slow kernel class on the late rank explains (it belongs to question
@@ -224,11 +232,11 @@ def _record_arrays(logs: list[CollectiveLog], w: Waits) -> tuple[list[np.ndarray
 
 
 def _exposed_split(logs: list[CollectiveLog], rec_wait: list[np.ndarray], rec_transfer: list[np.ndarray]
-                   ) -> tuple[list[int], list[int]]:
-    """Per analysed step of every device: its exposed communication inside its collectives' wait, and inside
+                   ) -> tuple[list[list[int]], list[list[int]]]:
+    """Per device, per analysed step: its exposed communication inside its collectives' wait, and inside
     their transfer (outside any wait)."""
-    wait_out: list[int] = []
-    transfer_out: list[int] = []
+    wait_out: list[list[int]] = []
+    transfer_out: list[list[int]] = []
     for log, wait, _ in zip(logs, rec_wait, rec_transfer, strict=True):
         ok = wait >= 0
         split = log.start_ns[ok] + wait[ok]
@@ -237,7 +245,7 @@ def _exposed_split(logs: list[CollectiveLog], rec_wait: list[np.ndarray], rec_tr
         steps = log.step_start_ns.size
         for cover, out in ((waiting, wait_out), (moving, transfer_out)):
             ns = iv.overlap_per_interval(log.exposed_start_ns, log.exposed_end_ns, cover)
-            out += np.bincount(log.exposed_step, weights=ns, minlength=steps).astype(np.int64).tolist()
+            out.append(np.bincount(log.exposed_step, weights=ns, minlength=steps).astype(np.int64).tolist())
     return wait_out, transfer_out
 
 

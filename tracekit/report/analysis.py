@@ -35,7 +35,7 @@ def overlap_text(ec: dict[str, Any]) -> str:
         text += f" ({_pct(ec['overlap_fraction_incl_memops'])}% counting memory copies and sets as hiding it)"
     if ec.get("wait_ns") is not None:
         text += (f"; of the exposed, waiting for a late rank {ms_text(ec['wait_ns'])} ms, moving bytes "
-                 f"{ms_text(ec['transfer_ns'])} ms (medians over steps)")
+                 f"{ms_text(ec['transfer_ns'])} ms")
     return text
 
 
