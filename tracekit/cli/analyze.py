@@ -7,10 +7,14 @@ from pathlib import Path
 
 import click
 
-from tracekit.analysis.engine import ENGINES
-from tracekit.analysis.options import AnalyzeOptions
+from tracekit.analysis.analyze import run_analysis
+from tracekit.analysis.engine import ENGINES, analyze_inputs
+from tracekit.analysis.options import GATE_EXIT, AnalyzeOptions
 from tracekit.cli.common import analysis_options, input_paths_options, output_options
 from tracekit.errors import InputError
+from tracekit.report.analysis import report_document
+from tracekit.report.html import write_html_report
+from tracekit.report.plots import emit_with_plots, write_plots
 from tracekit.store.inputs import Inputs
 
 
@@ -29,14 +33,10 @@ from tracekit.store.inputs import Inputs
 def analyze(inputs: Inputs, fmt: str, out_path: Path | None, opts: AnalyzeOptions, gate: bool,
             plots_dir: Path | None, engine: str, scheduler: str | None) -> None:
     """Floor-first triage: steps, host gaps, exposed communication, classes over budget, ncu targets."""
-    from tracekit.analysis.analyze import run_analysis
-    from tracekit.analysis.options import GATE_EXIT
-    from tracekit.report.analysis import report_document
 
     if fmt == "html" and out_path is None:
         raise InputError("--format html: needs --out FILE; the report is one self-contained HTML page")
     if plots_dir is None and fmt != "html":  # the report alone: from the report cache, or on another engine
-        from tracekit.analysis.engine import analyze_inputs
 
         analysis, report = None, analyze_inputs(inputs, opts, engine, scheduler)
     else:
@@ -48,15 +48,12 @@ def analyze(inputs: Inputs, fmt: str, out_path: Path | None, opts: AnalyzeOption
         report = analysis.report
     plots = []
     if plots_dir is not None:
-        from tracekit.report.plots import write_plots
 
         plots = write_plots(analysis, plots_dir)
     if fmt == "html":
-        from tracekit.report.html import write_html_report
 
         write_html_report(analysis, out_path)
     else:
-        from tracekit.report.plots import emit_with_plots
 
         emit_with_plots(report_document(report), fmt, out_path, plots)
     if gate:

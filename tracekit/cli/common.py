@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from tracekit.analysis.options import AnalyzeOptions
 from tracekit.files import check_outputs
 from tracekit.floor import NEAR_FLOOR_THRESHOLD, ConfigError
 from tracekit.floor import parse_sets as floor_parse_sets
@@ -137,7 +138,6 @@ def analysis_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(command)
     def wrapper(*args: Any, config: str | None, overrides: dict[str, str], step_regex: str | None,
                 skip_steps: int, threshold: float, **kwargs: Any) -> Any:
-        from tracekit.analysis.options import AnalyzeOptions
 
         if step_regex is not None:
             try:

@@ -6,11 +6,16 @@ import re
 from pathlib import Path
 
 import click
+import polars as pl
 
+from tracekit.analysis.analyze import run_analysis
+from tracekit.analysis.options import AnalyzeOptions
 from tracekit.cli.common import input_options, output_options
 from tracekit.errors import InputError
 from tracekit.report.document import Document, Table
+from tracekit.report.perfetto import write_perfetto
 from tracekit.report.render import emit
+from tracekit.store.export import export_parquet
 from tracekit.store.ingest import Store
 
 
@@ -27,7 +32,6 @@ from tracekit.store.ingest import Store
 def export_cmd(store: Store, fmt: str, out_path: Path | None, parquet_dir: Path | None,
                perfetto_path: Path | None, config: str | None, step_regex: str | None) -> None:
     """Export traces for other tools: partitioned Parquet (DuckDB, polars, Spark) and Perfetto."""
-    import polars as pl
 
     if parquet_dir is None and perfetto_path is None:
         raise InputError("export: give --parquet DIR and/or --perfetto OUT.json")
@@ -38,15 +42,11 @@ def export_cmd(store: Store, fmt: str, out_path: Path | None, parquet_dir: Path 
             raise InputError(f"--step {step_regex!r}: not a regex ({exc})") from None
     tables = []
     if parquet_dir is not None:
-        from tracekit.store.export import export_parquet
 
         rows = export_parquet(store, parquet_dir)
         tables.append(Table(f"parquet in {parquet_dir}", pl.DataFrame(
             {"table": list(rows), "rows": list(rows.values())}, schema={"table": pl.String, "rows": pl.Int64})))
     if perfetto_path is not None:
-        from tracekit.analysis.analyze import run_analysis
-        from tracekit.analysis.options import AnalyzeOptions
-        from tracekit.report.perfetto import write_perfetto
 
         write_perfetto(run_analysis(store, AnalyzeOptions(config=config, step_regex=step_regex)), perfetto_path)
         tables.append(Table("perfetto", pl.DataFrame({"file": [str(perfetto_path)]})))

@@ -5,10 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+import polars as pl
 
+from tracekit.budgets.classify import class_summary, other_share_pct
 from tracekit.cli.common import input_options, output_options
 from tracekit.report.document import Document, Table
+from tracekit.report.info import info_document
 from tracekit.report.render import emit
+from tracekit.store import summaries
 from tracekit.store.ingest import Store
 
 
@@ -17,7 +21,6 @@ from tracekit.store.ingest import Store
 @output_options
 def ingest(store: Store, fmt: str, out_path: Path | None) -> None:
     """Ingest trace files into the cache (reused when a file is unchanged)."""
-    import polars as pl
 
     frame = pl.DataFrame({
         "rank": [f.rank for f in store.files],
@@ -38,7 +41,6 @@ def ingest(store: Store, fmt: str, out_path: Path | None) -> None:
 @output_options
 def info(store: Store, fmt: str, out_path: Path | None) -> None:
     """GPUs, ranks, processes, streams, time span, event counts, range domains and capture caveats."""
-    from tracekit.report.info import info_document
 
     emit(info_document(store), fmt, out_path)
 
@@ -54,11 +56,9 @@ def kernels(store: Store, fmt: str, out_path: Path | None, group_by: str, limit:
     """Per-kernel summary: instances, total, average, median, min, max, stddev (nsys definitions).
 
     With ``--by class`` a note gives the share of GPU time no class rule claims (class ``other``)."""
-    from tracekit.store import summaries
 
     notes = list(store.warnings)
     if group_by == "class":
-        from tracekit.budgets.classify import class_summary, other_share_pct
 
         frame = class_summary(store.con)
         notes.append(f"other: {other_share_pct(frame):.1f} % of GPU time matches no class rule "
