@@ -9,12 +9,8 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.report.document import Document, Table
+from tracekit.report.document import Document, Table, ms_value, pct_value
 from tracekit.report.ranks import ranks_tables
-
-
-def _ms(ns: int | None) -> float | None:
-    return None if ns is None else round(ns / 1e6, 4)
 
 
 def ms_text(ns: int | float | None) -> str:
@@ -22,17 +18,14 @@ def ms_text(ns: int | float | None) -> str:
     return "n/a" if ns is None else f"{ns / 1e6:.3f}"
 
 
-def _pct(x: float | None) -> float | None:
-    return None if x is None else round(100 * x, 1)
-
 
 def overlap_text(ec: dict[str, Any]) -> str:
     """How much communication the compute kernels hid, or that there was none."""
     if not ec["comm_ns"]:
         return "no communication"
-    text = f"overlapped {_pct(ec['overlap_fraction'])}% by compute kernels"
+    text = f"overlapped {pct_value(ec['overlap_fraction'])}% by compute kernels"
     if ec.get("exposed_under_memops_ns"):
-        text += f" ({_pct(ec['overlap_fraction_incl_memops'])}% counting memory copies and sets as hiding it)"
+        text += f" ({pct_value(ec['overlap_fraction_incl_memops'])}% counting memory copies and sets as hiding it)"
     if ec.get("wait_ns") is not None:
         text += (f"; of the exposed, waiting for a late rank {ms_text(ec['wait_ns'])} ms, moving bytes "
                  f"{ms_text(ec['transfer_ns'])} ms")
@@ -61,11 +54,11 @@ def exposed_comm_table(ec: dict[str, Any]) -> Table:
     rows = exposed_comm_rows(ec)
     return Table(
         f"2. exposed communication in the {median_step_text(ec)}",
-        pl.DataFrame({"collective": [r[0] for r in rows], "comm ms": [_ms(r[1]) for r in rows],
-                      "exposed ms": [_ms(r[2]) for r in rows]},
+        pl.DataFrame({"collective": [r[0] for r in rows], "comm ms": [ms_value(r[1]) for r in rows],
+                      "exposed ms": [ms_value(r[2]) for r in rows]},
                      schema={"collective": pl.String, "comm ms": pl.Float64, "exposed ms": pl.Float64}),
         note=f"communication {ms_text(ec['comm_ns'])} ms, exposed {ms_text(ec['exposed_ns'])} ms "
-             f"({_pct(ec['fraction'])}% of the step); {overlap_text(ec)}",
+             f"({pct_value(ec['fraction'])}% of the step); {overlap_text(ec)}",
     )
 
 
@@ -83,27 +76,29 @@ def report_document(report: dict[str, Any]) -> Document:
     tables: list[Table] = []
     fl = report["floor"]
     if fl:
-        rows = [("t_opt (max of resources)", _ms(fl["t_opt_ns"])), ("t_sum (sum of resources)", _ms(fl["t_sum_ns"]))]
-        rows += [(f"{k} time", _ms(v)) for k, v in fl["resource_ns"].items()]
-        rows += [(f"expected ({fl['expected_peak_kind']} peaks: an estimate, not a bound)", _ms(fl["expected_ns"])),
-                 ("measured step p50", _ms(steps["step_ns_p50"]))]
+        rows = [("t_opt (max of resources)", ms_value(fl["t_opt_ns"])),
+                ("t_sum (sum of resources)", ms_value(fl["t_sum_ns"]))]
+        rows += [(f"{k} time", ms_value(v)) for k, v in fl["resource_ns"].items()]
+        rows += [(f"expected ({fl['expected_peak_kind']} peaks: an estimate, not a bound)",
+                  ms_value(fl["expected_ns"])),
+                 ("measured step p50", ms_value(steps["step_ns_p50"]))]
         frame = pl.DataFrame({"quantity": [r[0] for r in rows], "ms": [r[1] for r in rows]},
                              schema={"quantity": pl.String, "ms": pl.Float64})
         placed = (f"residual ratio {fl['residual_ratio']:.2f}; position {fl['position']:.2f} (0 = t_opt, 1 = t_sum); "
                   if fl["residual_ratio"] is not None else "")
         tables.append(Table("floor", frame, note=f"binding: {fl['binding']}; {placed}peaks: {fl['peak_kind']}"))
     hg = report["host_gaps"]
-    gap_rows = [(cause, _ms(ns)) for cause, ns in hg["by_cause"].items()]
+    gap_rows = [(cause, ms_value(ns)) for cause, ns in hg["by_cause"].items()]
     tables.append(Table(
         "1. host gaps per step (median)",
         pl.DataFrame({"cause": [r[0] for r in gap_rows], "ms": [r[1] for r in gap_rows]},
                      schema={"cause": pl.String, "ms": pl.Float64}),
-        note=f"total {ms_text(hg['total_ns'])} ms = {_pct(hg['fraction'])}% of the step",
+        note=f"total {ms_text(hg['total_ns'])} ms = {pct_value(hg['fraction'])}% of the step",
     ))
     if hg["top"]:
         tables.append(Table("costliest gaps (repeats across steps collapsed)", pl.DataFrame([{
-            "rank": g["rank"], "device": g["device"], "times": g["occurrences"], "total ms": _ms(g["total_ns"]),
-            "longest ms": _ms(g["dur_ns"]), "cause": g["cause"],
+            "rank": g["rank"], "device": g["device"], "times": g["occurrences"], "total ms": ms_value(g["total_ns"]),
+            "longest ms": ms_value(g["dur_ns"]), "cause": g["cause"],
             "next kernel": g["next_kernel"], "host range": (g.get("host") or {}).get("range"),
             "host call": (g.get("host") or {}).get("api_call"),
         } for g in hg["top"]])))
@@ -112,8 +107,8 @@ def report_document(report: dict[str, Any]) -> Document:
     tables += rank_tables
     notes += rank_notes
     tables.append(Table("3. kernel classes per step (median)", pl.DataFrame([{
-        "class": c["name"], "measured ms": _ms(c["measured_ns"]), "budget ms": _ms(c["budget_ns"]),
-        "ratio": None if c["ratio"] is None else round(c["ratio"], 2), "excess ms": _ms(c["excess_ns"]),
+        "class": c["name"], "measured ms": ms_value(c["measured_ns"]), "budget ms": ms_value(c["budget_ns"]),
+        "ratio": None if c["ratio"] is None else round(c["ratio"], 2), "excess ms": ms_value(c["excess_ns"]),
         "over budget": c["over_budget"], "top kernel": c["kernels"][0]["name"] if c["kernels"] else None,
     } for c in report["classes"]], schema={"class": pl.String, "measured ms": pl.Float64, "budget ms": pl.Float64,
                                            "ratio": pl.Float64, "excess ms": pl.Float64, "over budget": pl.Boolean,
@@ -121,7 +116,7 @@ def report_document(report: dict[str, Any]) -> Document:
     if report["ncu_targets"]:
         tables.append(Table("deep-dive targets (ncu for NVIDIA, rocprofv3 for AMD kernels)", pl.DataFrame([{
             "class": t["class"], "tool": t["tool"], "function": t["function"], "kernel": t["kernel"],
-            "excess ms": _ms(t["excess_ns"]), "launch skip": t["launch_skip"], "in graph": t["in_graph"],
+            "excess ms": ms_value(t["excess_ns"]), "launch skip": t["launch_skip"], "in graph": t["in_graph"],
         } for t in report["ncu_targets"]])))
     doc = Document(f"tracekit analyze: {report['verdict']}", tables, notes)
     doc.blocks = [(f"{t['tool']} target {i + 1}: {t['class']}", t["command"])

@@ -5,23 +5,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tracekit.report.analysis import ms_text
-from tracekit.report.document import Document, Table
+from tracekit.report.document import Document, Table, ms_value, pct_value
 
 if TYPE_CHECKING:
     pass
 
 
-def _ms(ns: float | None) -> float | None:
-    return None if ns is None else round(ns / 1e6, 4)
-
-
-def _pct(x: float | None) -> float | None:
-    return None if x is None else round(100 * x, 1)
 
 
 def _rows(items: dict[str, dict[str, Any]], label: str) -> list[dict[str, Any]]:
-    return [{label: k, "before ms": _ms(v["before"]), "after ms": _ms(v["after"]), "delta ms": _ms(v["delta"]),
-             "delta %": _pct(v["delta_fraction"])} for k, v in items.items()]
+    return [{label: k, "before ms": ms_value(v["before"]), "after ms": ms_value(v["after"]),
+             "delta ms": ms_value(v["delta"]), "delta %": pct_value(v["delta_fraction"])} for k, v in items.items()]
 
 
 def _ms_text(ns: float | None) -> str:
@@ -34,7 +28,7 @@ def diff_notes(doc: dict[str, Any]) -> list[str]:
     sides compare, the largest explanation, and both sides' reasons and caveats."""
     step = doc["step"]["p50_ns"]
     notes = [f"step p50 {ms_text(step['before'])} -> {ms_text(step['after'])} ms ({_ms_text(step['delta'])} ms, "
-             f"{_pct(step['delta_fraction'])}%); verdict {doc['verdict']['before']} -> {doc['verdict']['after']}"]
+             f"{pct_value(step['delta_fraction'])}%); verdict {doc['verdict']['before']} -> {doc['verdict']['after']}"]
     if not doc["step"].get("significant", True):
         notes.append("the step changed by less than 1% of BEFORE's p50: within noise, so no shares of it are "
                      "given; the changes below are absolute")
@@ -43,7 +37,7 @@ def diff_notes(doc: dict[str, Any]) -> list[str]:
         top = doc["changes"][0]
         share = top["share_of_step_delta"]
         notes.append(f"largest {'explanation' if share is not None else 'change'}: {top['component']} "
-                     f"{_ms_text(top['delta_ns'])} ms" + (f" ({_pct(share)}% of the step change)"
+                     f"{_ms_text(top['delta_ns'])} ms" + (f" ({pct_value(share)}% of the step change)"
                                                            if share is not None else ""))
     notes += [f"reason: {r}" for r in doc["reasons"]] + [f"caveat: {c}" for c in doc["caveats"]]
     return notes + [f"gate: {r}" for r in doc.get("gate", {}).get("reasons", [])]
@@ -58,8 +52,8 @@ def diff_document(doc: dict[str, Any]) -> Document:
     tables = [
         Table("changes (largest explanation of the step change first)" if doc["step"].get("significant", True)
               else "changes (largest first; the step change is within noise)", pl.DataFrame([{
-            "component": c["component"], "before ms": _ms(c["before_ns"]), "after ms": _ms(c["after_ns"]),
-            "delta ms": _ms(c["delta_ns"]), "share of step change %": _pct(c["share_of_step_delta"]),
+            "component": c["component"], "before ms": ms_value(c["before_ns"]), "after ms": ms_value(c["after_ns"]),
+            "delta ms": ms_value(c["delta_ns"]), "share of step change %": pct_value(c["share_of_step_delta"]),
         } for c in doc["changes"]], schema={"component": pl.String, **{k: pl.Float64 for k in
                                                                       ("before ms", "after ms", "delta ms")},
                                             "share of step change %": pl.Float64}),

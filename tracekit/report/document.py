@@ -42,3 +42,12 @@ def rows_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
         rows = [{**r, "value": str(r["value"])} for r in rows]
     return pl.DataFrame(rows, infer_schema_length=None)
 
+
+def ms_value(ns: float | None, digits: int = 4) -> float | None:
+    """Nanoseconds as milliseconds for a table cell (None stays None)."""
+    return None if ns is None else round(ns / 1e6, digits)
+
+
+def pct_value(x: float | None) -> float | None:
+    """A fraction as a percentage with one decimal for a table cell (None stays None)."""
+    return None if x is None else round(100 * x, 1)

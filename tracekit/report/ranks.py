@@ -7,11 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.report.document import Table
-
-
-def _ms(ns: int | None) -> float | None:
-    return None if ns is None else round(ns / 1e6, 4)
+from tracekit.report.document import Table, ms_value
 
 
 def who(row: dict[str, Any], ranks: dict[str, Any]) -> str:
@@ -23,8 +19,8 @@ def straggler_line(ranks: dict[str, Any]) -> str:
     s = ranks["straggler"]
     if s is None:
         return "nobody waited in a matched collective"
-    return (f"The others waited {_ms(s['waited_for_ns'])} ms for {who(s, ranks)} ({s['share']:.0%} of all wait, "
-            f"last to arrive in {s['instances']} collectives, {_ms(s['late_ns'])} ms late at the median): "
+    return (f"The others waited {ms_value(s['waited_for_ns'])} ms for {who(s, ranks)} ({s['share']:.0%} of all wait, "
+            f"last to arrive in {s['instances']} collectives, {ms_value(s['late_ns'])} ms late at the median): "
             f"{s['cause']['text']}")
 
 
@@ -34,11 +30,11 @@ def per_rank_frame(ranks: dict[str, Any]) -> pl.DataFrame:
     for r in ranks["per_rank"]:
         c = clocks.get(r["rank"], {})
         rows.append({"rank": r["rank"], "device": r["device"], "host": r["host"],
-                     "clock offset ms": _ms(r["offset_ns"]), "residual ms": _ms(c.get("residual_ns")),
-                     "collectives": r["collectives"], "wait ms": _ms(r["wait_ns"]),
-                     "transfer ms": _ms(r["transfer_ns"]),
-                     "others waited for it ms": _ms(r["waited_for_ns"]), "last in": r["last_in"],
-                     "step start late ms": _ms(r["step_start_late_ns"])})
+                     "clock offset ms": ms_value(r["offset_ns"]), "residual ms": ms_value(c.get("residual_ns")),
+                     "collectives": r["collectives"], "wait ms": ms_value(r["wait_ns"]),
+                     "transfer ms": ms_value(r["transfer_ns"]),
+                     "others waited for it ms": ms_value(r["waited_for_ns"]), "last in": r["last_in"],
+                     "step start late ms": ms_value(r["step_start_late_ns"])})
     return pl.DataFrame(rows, schema={"rank": pl.Int64, "device": pl.Int64, "host": pl.String,
                                       "clock offset ms": pl.Float64, "residual ms": pl.Float64,
                                       "collectives": pl.Int64, "wait ms": pl.Float64, "transfer ms": pl.Float64,
@@ -49,11 +45,11 @@ def per_rank_frame(ranks: dict[str, Any]) -> pl.DataFrame:
 def network_frame(ranks: dict[str, Any]) -> pl.DataFrame:
     return pl.DataFrame([{
         "collective": r["collective"], "ranks": r["ranks"], "instances": r["instances"],
-        "size MB": round(r["size_bytes"] / 1e6, 3), "transfer ms": _ms(r["transfer_ns"]),
+        "size MB": round(r["size_bytes"] / 1e6, 3), "transfer ms": ms_value(r["transfer_ns"]),
         "bus GB/s": round(r["busbw_bytes_per_s"] / 1e9, 1),
         "catalog bus GB/s": (None if r["catalog_busbw_bytes_per_s"] is None
                              else round(r["catalog_busbw_bytes_per_s"] / 1e9, 1)),
-        "budget ms": _ms(r["budget_ns"]),
+        "budget ms": ms_value(r["budget_ns"]),
         "transfer / budget": None if r["transfer_over_budget"] is None else round(r["transfer_over_budget"], 2),
     } for r in ranks["network"]])
 
@@ -65,18 +61,18 @@ def ranks_tables(report: dict[str, Any]) -> tuple[list[Table], list[str]]:
         return [], []
     counts = ranks["instances"]
     note = (f"{counts['matched']} collectives matched across {ranks['participants']} devices (by "
-            f"{' and '.join(ranks['methods']) or 'nothing'}); wait {_ms(ranks['wait_ns'])} ms, transfer "
-            f"{_ms(ranks['transfer_ns'])} ms in all. {straggler_line(ranks)}")
+            f"{' and '.join(ranks['methods']) or 'nothing'}); wait {ms_value(ranks['wait_ns'])} ms, transfer "
+            f"{ms_value(ranks['transfer_ns'])} ms in all. {straggler_line(ranks)}")
     tables = [Table("2b. across ranks: clocks, wait and transfer per rank", per_rank_frame(ranks), note=note)]
     if ranks["per_step"]:
         tables.append(Table("who the others waited for, per step", pl.DataFrame([{
-            "step": p["step"], "rank": p["rank"], "device": p["device"], "waited for ms": _ms(p["waited_for_ns"]),
-            "all wait ms": _ms(p["wait_ns"])} for p in ranks["per_step"]])))
+            "step": p["step"], "rank": p["rank"], "device": p["device"], "waited for ms": ms_value(p["waited_for_ns"]),
+            "all wait ms": ms_value(p["wait_ns"])} for p in ranks["per_step"]])))
     if ranks["network"]:
         gpu = ranks["network_gpu"]
         tables.append(Table("transfer against the network budget", network_frame(ranks),
                             note=f"catalog and budget of {gpu}" if gpu else "no catalog GPU: bandwidth only"))
-    hosts = "; ".join(f"{h['host']} {_ms(h['offset_ns'])} ms (ranks {', '.join(map(str, h['ranks']))}, spread "
-                      f"{_ms(h['spread_ns'])} ms)" for h in ranks.get("hosts", []))
+    hosts = "; ".join(f"{h['host']} {ms_value(h['offset_ns'])} ms (ranks {', '.join(map(str, h['ranks']))}, spread "
+                      f"{ms_value(h['spread_ns'])} ms)" for h in ranks.get("hosts", []))
     notes = [f"ranks: clock offset per host: {hosts}"] if hosts else []
     return tables, notes + [f"ranks: {r}" for r in ranks["reasons"]]

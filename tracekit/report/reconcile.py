@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracekit.report.document import Document, Table
-
-
-def _ms(ns: int | None) -> float | None:
-    return None if ns is None else round(ns / 1e6, 3)
+from tracekit.report.document import Document, Table, ms_value
 
 
 def _r(x: float | None, digits: int = 2) -> float | None:
@@ -26,10 +22,10 @@ def reconcile_document(doc: dict[str, Any]) -> Document:
         runs.append({
             "run": i, "tool": src["tool"], "label": src["label"],
             "concurrency": _r(op["concurrency"], 1), "from": op["concurrency_source"], "batch": op.get("batch"),
-            "context": op["context_tokens"], "TPOT p50 ms": _ms(p50 and p50["measured_ns"]),
-            "t_opt ms": _ms(fl and fl["t_opt_ns"]), "t_sum ms": _ms(fl and fl["t_sum_ns"]),
+            "context": op["context_tokens"], "TPOT p50 ms": ms_value(p50 and p50["measured_ns"], 3),
+            "t_opt ms": ms_value(fl and fl["t_opt_ns"], 3), "t_sum ms": ms_value(fl and fl["t_sum_ns"], 3),
             "ratio p50": _r(p50 and p50["residual_ratio"]), "position p50": _r(p50 and p50["position"]),
-            "TPOT p99 ms": _ms(p99 and p99["measured_ns"]), "ratio p99": _r(p99 and p99["residual_ratio"]),
+            "TPOT p99 ms": ms_value(p99 and p99["measured_ns"], 3), "ratio p99": _r(p99 and p99["residual_ratio"]),
             "verdict": e["verdict"], "closest wall": e["closest_wall"] and e["closest_wall"]["name"],
         })
         rules += [{"run": i, "rule": x["rule"], "status": x["status"], "detail": x["detail"]} for x in e["discipline"]]
@@ -43,14 +39,14 @@ def reconcile_document(doc: dict[str, Any]) -> Document:
     sw = doc["sweep"]
     if sw:
         tables.append(Table("measured goodput against the floor", pl.DataFrame([{
-            "label": p["label"], "batch": p["batch"], "TPOT p50 ms": _ms(p["tpot_ns_p50"]),
-            "tokens/s/GPU": _r(p["tokens_per_s_per_gpu"], 1), "floor t_opt ms": _ms(p["t_opt_ns"]),
+            "label": p["label"], "batch": p["batch"], "TPOT p50 ms": ms_value(p["tpot_ns_p50"], 3),
+            "tokens/s/GPU": _r(p["tokens_per_s_per_gpu"], 1), "floor t_opt ms": ms_value(p["t_opt_ns"], 3),
             "floor tokens/s/GPU": _r(p["floor_tokens_per_s_per_gpu"], 1),
             "of floor": _r(p["tokens_per_s_per_gpu"] / p["floor_tokens_per_s_per_gpu"]
                            if p["floor_tokens_per_s_per_gpu"] else None),
         } for p in sw["points"]], infer_schema_length=None)))
         tables.append(Table(f"floor frontier at {sw['context_tokens']} tokens", pl.DataFrame([{
-            "batch": p["batch"], "t_opt ms": _ms(p["t_opt_ns"]), "t_sum ms": _ms(p["t_sum_ns"]),
+            "batch": p["batch"], "t_opt ms": ms_value(p["t_opt_ns"], 3), "t_sum ms": ms_value(p["t_sum_ns"], 3),
             "tokens/s/GPU": _r(p["tokens_per_s_per_gpu"], 1), "binding": p["binding"],
         } for p in sw["frontier"]], infer_schema_length=None)))
     return Document(f"tracekit reconcile: {doc['config']['name']}", tables, notes, data=doc)
