@@ -17,7 +17,7 @@ import pytest
 from conftest import SHARED_TRACES
 
 from tracekit.errors import InputError
-from tracekit.parsers import reader_for, schema
+from tracekit.parsers import registry, schema
 from tracekit.parsers.nsys import read_nsys
 from tracekit.store import summaries
 
@@ -257,7 +257,7 @@ def test_processes_and_threads() -> None:
 
 @needs_traces
 def test_registered_as_the_nsys_reader() -> None:
-    assert reader_for("nsys") is read_nsys
+    assert registry.spec("nsys").reader() is read_nsys
 
 
 @needs_traces

@@ -12,12 +12,10 @@ rank each file was assigned.
 
 from __future__ import annotations
 
-import gzip
 import os
 import shutil
 import tempfile
 import time
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -27,7 +25,7 @@ import duckdb
 
 from tracekit import __version__
 from tracekit.errors import InputError
-from tracekit.parsers import detect_format, reader_for
+from tracekit.parsers import registry
 from tracekit.parsers.schema import STORE_SCHEMA_VERSION, TABLES, create_tables
 from tracekit.store.cache import (
     crc32_of,
@@ -41,20 +39,19 @@ from tracekit.store.cache import (
 from tracekit.store.checks import capture_fingerprint, check_distinct_paths, drop_damaged_records, mixed_gpu_warning
 from tracekit.store.views import create_views
 
-TRACE_SUFFIXES = (".sqlite", ".json", ".json.gz")
-
 
 def expand_inputs(paths: Iterable[Path]) -> list[Path]:
-    """Files as given; a directory stands for the trace files directly inside it, sorted by name (JSON that
-    is no profiler trace, such as a harness's ``execution_details.json``, is left out: ``skipped_inputs``)."""
+    """Files as given; a directory stands for the trace files directly inside it, sorted by name (a file no
+    reader takes, such as a harness's ``execution_details.json``, is left out: ``skipped_inputs``)."""
     files: list[Path] = []
+    suffixes = registry.trace_suffixes()
     for p in paths:
         if p.is_dir():
-            found = sorted(c for c in p.iterdir() if c.is_file() and c.name.endswith(TRACE_SUFFIXES))
-            traces = [c for c in found if _looks_like_trace(c)]
+            found = sorted(c for c in p.iterdir() if c.is_file() and c.name.endswith(suffixes))
+            traces = [c for c in found if registry.skip_reason(c) is None]
             if not traces:
-                raise InputError(f"{p}: directory holds no trace files (*.sqlite, *.json, *.json.gz); give the trace "
-                                 "files or the folder that holds them")
+                raise InputError(f"{p}: directory holds no trace files ({', '.join('*' + s for s in suffixes)}); "
+                                 "give the trace files or the folder that holds them")
             files.extend(traces)
         else:
             files.append(p)
@@ -62,29 +59,11 @@ def expand_inputs(paths: Iterable[Path]) -> list[Path]:
 
 
 def skipped_inputs(paths: Iterable[Path]) -> list[str]:
-    """One note per file a directory input left out because it is JSON but no profiler trace."""
-    return [f"{c}: not a profiler trace (no traceEvents); skipped in directory {p}"
+    """One note per file a directory input left out because no reader takes it as a trace."""
+    suffixes = registry.trace_suffixes()
+    return [f"{c}: {why}; skipped in directory {p}"
             for p in paths if p.is_dir() for c in sorted(p.iterdir())
-            if c.is_file() and c.name.endswith(TRACE_SUFFIXES) and not _looks_like_trace(c)]
-
-
-_SNIFF_BYTES = 1 << 20
-
-
-def _looks_like_trace(path: Path) -> bool:
-    """An Nsight export, or JSON whose first MiB shows trace events (a ``traceEvents`` key, or a bare list of
-    events with ``ph``): what a folder of rank files holds besides notes and reports."""
-    if path.name.endswith(".sqlite"):
-        return True
-    try:
-        with path.open("rb") as f:
-            head = f.read(2)
-            f.seek(0)
-            raw = gzip.GzipFile(fileobj=f).read(_SNIFF_BYTES) if head == b"\x1f\x8b" else f.read(_SNIFF_BYTES)
-    except (OSError, EOFError, zlib.error):
-        return True  # unreadable: let the reader report it
-    text = raw.lstrip()
-    return b'"traceEvents"' in text or (text[:1] == b"[" and b'"ph"' in text)
+            if c.is_file() and c.name.endswith(suffixes) and (why := registry.skip_reason(c)) is not None]
 
 
 @dataclass
@@ -107,7 +86,7 @@ def ingest_file(path: Path, cache_dir: Path) -> IngestResult:
     """Ingest one file into the cache (or reuse its stored result) and return where the store is."""
     t0 = time.perf_counter()
     stages: dict[str, float] = {}
-    fmt = detect_format(path)
+    fmt = registry.detect(path).name
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -154,7 +133,7 @@ def _build_store(path: Path, fmt: str, db: Path, stages: dict[str, float]) -> Pa
     try:
         create_tables(con)
         t1 = time.perf_counter()
-        reader_for(fmt)(path, con)
+        registry.spec(fmt).reader()(path, con)
         drop_damaged_records(con, path)
         t2 = time.perf_counter()
         stages["read"] = t2 - t1
