@@ -5,20 +5,30 @@ KV capacity) summed over kernel classes; t_opt = max of the resource times, t_su
 physical peaks, so t_opt is a lower bound no real step beats. Configs load from TOML paths.
 """
 
+from .ceilings import Ceiling, attainable_s, ceiling, ceilings
 from .config import Resolver, config_names, load_config, parse_sets
 from .deployment import DeploymentConfig
 from .errors import ConfigError
 from .hardware import GpuSpec, get_gpu, gpu_names
 from .models import ModelSpec, get_model, model_names
 from .moe import expected_distinct_experts
-from .placement import BELOW_FLOOR_TOLERANCE, NEAR_FLOOR_THRESHOLD, Placement, place_measured
+from .placement import (
+    BEATS_CEILING,
+    BELOW_FLOOR_TOLERANCE,
+    NEAR_FLOOR_THRESHOLD,
+    Placement,
+    place_kernel,
+    place_measured,
+)
 from .result import CLASS_NAMES, FLOOR_PEAK_KIND, ClassPart, FloorResult
 from .roofline import compute_floor
 from .units import format_ns, parse_duration_ns
 from .walls import Crossover, SloResult, Wall, WallsResult, compute_walls, crossover, frontier, slo_reach
 
 __all__ = [
+    "BEATS_CEILING",
     "BELOW_FLOOR_TOLERANCE",
+    "Ceiling",
     "CLASS_NAMES",
     "ClassPart",
     "ConfigError",
@@ -34,6 +44,9 @@ __all__ = [
     "SloResult",
     "Wall",
     "WallsResult",
+    "attainable_s",
+    "ceiling",
+    "ceilings",
     "compute_floor",
     "compute_walls",
     "config_names",
@@ -48,6 +61,7 @@ __all__ = [
     "model_names",
     "parse_duration_ns",
     "parse_sets",
+    "place_kernel",
     "place_measured",
     "slo_reach",
 ]

@@ -56,6 +56,7 @@ class ClassPart:
     compute_ns: int
     net_ns: int
     expected_ns: int = 0
+    attainable_ns: int = 0  # this class at the attainable ceilings (data/ceilings.toml); >= floor_ns
 
     @property
     def floor_ns(self) -> int:
@@ -77,6 +78,7 @@ class ClassPart:
             "net_ns": self.net_ns,
             "floor_ns": self.floor_ns,
             "expected_ns": self.expected_ns,
+            "attainable_ns": self.attainable_ns,
         }
 
 
@@ -101,6 +103,23 @@ class FloorResult:
     expected_peak_kind: str = ""
     tokens_per_request_step: float = 1.0
     notes: list[str] = field(default_factory=list)
+    #: each resource's time at the attainable ceilings (best measured rates, data/ceilings.toml)
+    attainable_resource_ns: dict[str, int] = field(default_factory=dict)
+    #: the measured ceilings those times used (floor.ceilings.Ceiling.to_dict), for the report
+    attainable_ceilings: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def attainable_ns(self) -> int:
+        """The attainable floor: the step at the best measured rates, never below t_opt. The stop rule
+        compares a measurement with it; t_opt stays the lower bound."""
+        return max(self.t_opt_ns, *self.attainable_resource_ns.values()) if self.attainable_resource_ns \
+            else self.t_opt_ns
+
+    @property
+    def floor_used(self) -> str:
+        """Which floor the stop rule uses: `attainable` where a measured ceiling raises it above t_opt,
+        `physical` where no ceiling is measured for what binds (the attainable floor is t_opt)."""
+        return "attainable" if self.attainable_ns > self.t_opt_ns else "physical"
 
     def total(self, attr: str) -> int:
         """Sum of one ClassPart field over classes (e.g. 'hbm_bytes')."""
@@ -154,6 +173,10 @@ class FloorResult:
             "binding": self.binding,
             "expected_ns": self.expected_ns,
             "expected_peak_kind": self.expected_peak_kind,
+            "attainable_ns": self.attainable_ns,
+            "attainable_resource_ns": dict(self.attainable_resource_ns),
+            "attainable_ceilings": list(self.attainable_ceilings),
+            "stop_rule_floor": self.floor_used,
             "hbm_bytes": self.total("hbm_bytes"),
             "flops": self.total("flops"),
             "net_bytes": self.total("net_bytes"),

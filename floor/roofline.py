@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .ceilings import attainable_s, ceilings_used, compute_resource, scale_to_ceilings
 from .config import validate
 from .decode import RawPart, nvls_efficiency, resource_vector
 from .deployment import DeploymentConfig
@@ -30,6 +31,14 @@ def class_times(raw: RawPart, cfg: DeploymentConfig, achievable: bool) -> tuple[
     if achievable:
         net += raw.net_messages * hw.net_latency_ns * 1e-9
     return raw.hbm_bytes / hbm_bw, compute, net
+
+
+def attainable_times(raw: RawPart, cfg: DeploymentConfig) -> tuple[float, float, float]:
+    """(hbm, compute, network) seconds of one class at the attainable ceilings (data/ceilings.toml): the best
+    measured rates, what the stop rule compares a step with. Never below the physical times."""
+    return attainable_s(cfg.hardware, hbm_bytes=raw.hbm_bytes, flops=raw.flops, flops_dtype=raw.flops_dtype,
+                        compute=compute_resource(raw.name), scaleup_bytes=raw.net_intra_bytes,
+                        nvls_bytes=raw.net_nvls_bytes, scaleout_bytes=raw.net_inter_bytes)
 
 
 def _resource_ns(times: list[tuple[float, float, float]]) -> dict[str, int]:
@@ -54,7 +63,9 @@ def compute_floor(cfg: DeploymentConfig) -> FloorResult:
         return _training(cfg)
     parts: list[ClassPart] = []
     expected_ns, expected_by_class = _expected(cfg)
-    for raw in resource_vector(cfg):
+    raws = resource_vector(cfg)
+    attainable = [attainable_times(raw, cfg) for raw in raws]
+    for raw, att in zip(raws, attainable, strict=True):
         hbm_s, comp_s, net_s = class_times(raw, cfg, achievable=False)
         parts.append(
             ClassPart(
@@ -70,6 +81,7 @@ def compute_floor(cfg: DeploymentConfig) -> FloorResult:
                 compute_ns=round(comp_s * 1e9),
                 net_ns=round(net_s * 1e9),
                 expected_ns=expected_by_class.get(raw.name, 0),
+                attainable_ns=max(round(t * 1e9) for t in att),
             )
         )
     resource_ns = {
@@ -95,9 +107,25 @@ def compute_floor(cfg: DeploymentConfig) -> FloorResult:
         hbm_peak_bytes_per_s=hw.hbm_bytes_per_s,
         expected_ns=expected_ns,
         expected_peak_kind=cfg.peaks,
+        attainable_resource_ns=_resource_ns(attainable),
+        attainable_ceilings=ceilings_used(hw, [use for raw in raws for use in _uses(raw)]),
         tokens_per_request_step=cfg.tokens_per_step if decode else 1.0,
         notes=_notes(cfg),
     )
+
+
+def _uses(raw: RawPart) -> list[tuple[str, str]]:
+    """The (resource, dtype) ceilings one class is timed against."""
+    out = [("hbm", "")] if raw.hbm_bytes else []
+    if raw.flops:
+        out.append((compute_resource(raw.name), raw.flops_dtype))
+    if raw.net_intra_bytes:
+        out.append(("scaleup", ""))
+    if raw.net_nvls_bytes:
+        out.append(("nvls", ""))
+    if raw.net_inter_bytes:
+        out.append(("scaleout", ""))
+    return out
 
 
 def _notes(cfg: DeploymentConfig) -> list[str]:
@@ -119,6 +147,16 @@ def _training(cfg: DeploymentConfig) -> FloorResult:
     floor = training_floor(replace(cfg, peaks=FLOOR_PEAK_KIND))
     estimate = training_floor(cfg)
     by_class = {p.name: p.floor_ns for p in estimate.parts}
+    hw, parts, scaled = cfg.hardware, [], {r: 0 for r in RESOURCES}
+    for p in floor.parts:
+        hbm_ns, compute_ns = scale_to_ceilings(hw, p.name, p.hbm_ns, p.compute_ns, p.flops_dtype)
+        scaled["hbm"] += hbm_ns
+        scaled["compute"] += compute_ns
+        scaled["network"] += p.net_ns  # training collectives stay at line rate (no per-link split here)
+        parts.append(replace(p, expected_ns=by_class.get(p.name, 0),
+                             attainable_ns=max(hbm_ns, compute_ns, p.net_ns, p.floor_ns)))
+    uses = [("hbm", "")] + [("attention" if p.name == "attn_core" else "gemm", p.flops_dtype)
+                            for p in floor.parts if p.compute_ns]
     return replace(floor, config=cfg, peak_kind=FLOOR_PEAK_KIND, expected_ns=estimate.t_opt_ns,
-                   expected_peak_kind=cfg.peaks,
-                   parts=[replace(p, expected_ns=by_class.get(p.name, 0)) for p in floor.parts])
+                   expected_peak_kind=cfg.peaks, parts=parts, attainable_resource_ns=scaled,
+                   attainable_ceilings=ceilings_used(hw, uses))

@@ -67,6 +67,11 @@ def _floor_section(con: duckdb.DuckDBPyConnection, opts: AnalyzeOptions, step_p5
         "expected_ns": result.expected_ns, "expected_peak_kind": result.expected_peak_kind,
         "residual_ratio": placement.residual_ratio if placement else None,
         "position": placement.position if placement else None,
+        "attainable_ns": result.attainable_ns, "attainable_resource_ns": result.attainable_resource_ns,
+        "attainable_ceilings": result.attainable_ceilings,
+        "attainable_ratio": placement.attainable_ratio if placement else None,
+        "stop_rule_floor": result.floor_used,
+        "beats_ceiling": placement.beats_ceiling if placement else None,
     }
     return section, result, placement, cfg.settings(), fit
 

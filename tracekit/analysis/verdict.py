@@ -2,7 +2,8 @@
 
 The floor's placement (tracekit.floor.place_measured, the stop rule) decides near the floor and below it; above
 the floor, the residual goes to the pipeline (host gaps + exposed communication) or to kernel classes over
-their budgets.
+their budgets. Below the floor is judged against t_opt (physical peaks, the lower bound); near the floor against
+the attainable floor (the best measured rates), and the reasons say which floor was used.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracekit.analysis.options import AnalyzeOptions
-from tracekit.floor import Placement
+from tracekit.floor import BEATS_CEILING, Placement
 
 
 @dataclass(frozen=True)
@@ -60,12 +61,18 @@ def decide(ev: Evidence, opts: AnalyzeOptions) -> tuple[str, list[str]]:
     p, t_opt = ev.placement, ev.floor["t_opt_ns"]
     head = (f"step p50 {ev.step_p50} ns is {p.residual_ratio:.2f}x the floor t_opt {t_opt} ns "
             f"({ev.floor['peak_kind']} peaks)")
+    if p.floor_used == "attainable":
+        head += (f" and {p.attainable_ratio:.2f}x the attainable floor {p.attainable_ns} ns (best measured rates: "
+                 "the stop rule's floor)")
     if p.verdict == "inconclusive":
         return "inconclusive", [f"{head}: {p.reason} (set --batch, --context, --set weight_dtype=... or the "
                                 "hardware to the captured operating point)"]
     if p.verdict == "near-floor":
-        return "near-floor", [f"{head} (< {opts.threshold}): stop; only architecture changes (sparse attention, "
-                              "quantisation, layout) move it"]
+        reasons = [f"{head} (< {opts.threshold}): stop; only architecture changes (sparse attention, "
+                   "quantisation, layout) move it"]
+        if p.beats_ceiling:
+            reasons.append(f"step p50 is under the attainable floor: {BEATS_CEILING}")
+        return "near-floor", reasons
     residual = ev.step_p50 - t_opt
     # Waiting in a collective for a rank whose kernels ran long is that rank's kernel time, not pipeline time.
     pipeline_ns = ev.host_gaps["total_ns"] + ev.exposed_comm["exposed_ns"] - ev.kernel_wait_ns

@@ -79,6 +79,7 @@ def report_document(report: dict[str, Any]) -> Document:
         rows = [("t_opt (max of resources)", ms_value(fl["t_opt_ns"])),
                 ("t_sum (sum of resources)", ms_value(fl["t_sum_ns"]))]
         rows += [(f"{k} time", ms_value(v)) for k, v in fl["resource_ns"].items()]
+        rows += [("attainable floor (best measured rates)", ms_value(fl.get("attainable_ns")))]
         rows += [(f"expected ({fl['expected_peak_kind']} peaks: an estimate, not a bound)",
                   ms_value(fl["expected_ns"])),
                  ("measured step p50", ms_value(steps["step_ns_p50"]))]
@@ -86,7 +87,8 @@ def report_document(report: dict[str, Any]) -> Document:
                              schema={"quantity": pl.String, "ms": pl.Float64})
         placed = (f"residual ratio {fl['residual_ratio']:.2f}; position {fl['position']:.2f} (0 = t_opt, 1 = t_sum); "
                   if fl["residual_ratio"] is not None else "")
-        tables.append(Table("floor", frame, note=f"binding: {fl['binding']}; {placed}peaks: {fl['peak_kind']}"))
+        tables.append(Table("floor", frame, note=f"binding: {fl['binding']}; {placed}peaks: {fl['peak_kind']}; "
+                                                 f"stop rule on the {fl.get('stop_rule_floor', 'physical')} floor"))
     hg = report["host_gaps"]
     gap_rows = [(cause, ms_value(ns)) for cause, ns in hg["by_cause"].items()]
     tables.append(Table(
