@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
@@ -23,6 +24,12 @@ EXPOSED_NS = 1_500_000
 
 def budgets() -> dict[str, int]:
     return class_budgets(floor.compute_floor(load_config(CONFIG)).parts, load_rules())
+
+
+def attainable_budgets() -> dict[str, int]:
+    """Each class at the attainable ceilings (the best measured rates): what tuned kernels reach."""
+    parts = floor.compute_floor(load_config(CONFIG)).parts
+    return class_budgets([SimpleNamespace(name=p.name, floor_ns=p.attainable_ns) for p in parts], load_rules())
 
 
 def analyze_json(spec, tmp_path: Path, fmt: str) -> dict:
@@ -44,7 +51,11 @@ def test_training_budgets_cover_the_step_classes():
 
 @pytest.mark.parametrize("fmt", ["nsys", "kineto"])
 def test_planted_training_step_is_recovered(tmp_path: Path, fmt: str) -> None:
-    spec, truth = training_capture(budgets(), exposed_allreduce_ns=EXPOSED_NS, slow_class="attn_core")
+    """Kernels at their attainable budgets, attention 5x slower: the step is ~1.5x the attainable floor (the
+    stop rule's), so the verdict is kernel, and attention the one class over its budget. (At 2x, attention
+    adds ~7 % to the step and the step stays within 1.3x of the attainable floor: near-floor.)"""
+    spec, truth = training_capture(attainable_budgets(), exposed_allreduce_ns=EXPOSED_NS, slow_class="attn_core",
+                                   slow_factor=5.0)
     report = analyze_json(spec, tmp_path, fmt)
     assert report["steps"]["count"] == truth.steps
     assert close(report["steps"]["step_ns_p50"], truth.step_ns)
