@@ -9,8 +9,17 @@ import pytest
 from tracekit.analysis.options import AnalyzeOptions
 from tracekit.analysis.verdict import Evidence, decide
 from tracekit.budgets.configs import list_configs, load_config
-from tracekit.floor import BEATS_CEILING, ConfigError, ceiling, ceilings, compute_floor, get_gpu, gpu_names
-from tracekit.floor import place_kernel, place_measured
+from tracekit.floor import (
+    BEATS_CEILING,
+    ConfigError,
+    ceiling,
+    ceilings,
+    compute_floor,
+    get_gpu,
+    gpu_names,
+    place_kernel,
+    place_measured,
+)
 from tracekit.floor.ceilings import RESOURCES, parse_ceilings, physical_peak
 
 #: DeepGEMM FP8 GEMM M=4096 N=7168 K=16384 on H800: 1358 TFLOP/s (README 2025-02) and the README's best, 1550.
