@@ -61,6 +61,7 @@ class _Loader(ArrowStream):
     ) -> None:  # fmt: skip
         super().__init__(path, db, info.replaced_strings)
         self.info, self.con = info, con
+        self.database = con.execute("SELECT current_database()").fetchall()[0][0]  # where the store tables are
         self.strings = pa.table({"id": pa.array([], pa.int64()), "value": pa.array([], pa.string())})
         self.notes: list[tuple[str, int, str]] = []
         self.missing: list[str] = []
@@ -143,6 +144,7 @@ class _Loader(ArrowStream):
             raise InputError(f"{self.path}: cannot open as SQLite ({one_line(exc)})") from None
         con = self.con.cursor()
         try:
+            con.execute(f'USE "{self.database}"')  # a cursor starts in the default database (the store may be attached)
             self._kernels(con, db)
         finally:
             con.close()

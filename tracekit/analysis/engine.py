@@ -71,8 +71,8 @@ def report_key(store: Store, opts: AnalyzeOptions) -> str:
 def cached_report(store: Store, opts: AnalyzeOptions) -> dict[str, Any]:
     """The v1 report of ``store``: read from the report cache beside the stores, else analysed and cached.
 
-    A store opened with ``--no-cache`` (in a temporary folder) is always analysed afresh."""
-    if not store.files or store._tmp is not None:
+    A store opened with ``--no-cache`` (in memory or a temporary folder) is always analysed afresh."""
+    if not store.files or not store.cached:
         return analyze(store, opts)
     path = store.files[0].db.parent / "reports" / f"{report_key(store, opts)}.json"
     cached = read_cached_report(path)

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from tracekit.analysis.analyze import run_analysis
-from tracekit.analysis.engine import ENGINES, analyze_inputs
-from tracekit.analysis.options import GATE_EXIT, AnalyzeOptions
-from tracekit.cli.common import analysis_options, input_paths_options, output_options
+from tracekit.cli.common import Lazy, LazyChoice, analysis_options, input_paths_options, output_options
 from tracekit.errors import InputError
-from tracekit.report.analysis import report_document
-from tracekit.report.html import write_html_report
-from tracekit.report.plots import emit_with_plots, write_plots
-from tracekit.store.inputs import Inputs
+
+if TYPE_CHECKING:
+    from tracekit.analysis.options import AnalyzeOptions
+    from tracekit.store.inputs import Inputs
 
 
 @click.command()
@@ -26,7 +24,8 @@ from tracekit.store.inputs import Inputs
               help="Exit 0 near-floor, 10 pipeline, 11 kernel, 12 inconclusive (usage errors stay 2).")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Also write the charts as PNG and SVG into DIR (matplotlib); the Markdown report links them.")
-@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+@click.option("--engine", type=LazyChoice(Lazy("tracekit.analysis.engine", "ENGINES")), default="local",
+              show_default=True,
               help="Where ingest and per-rank analysis run: here, or as Dask tasks (pip install 'tracekit[dask]').")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="With --engine dask: a running Dask scheduler (default: a local cluster of --jobs workers).")
@@ -36,24 +35,33 @@ def analyze(inputs: Inputs, fmt: str, out_path: Path | None, opts: AnalyzeOption
 
     if fmt == "html" and out_path is None:
         raise InputError("--format html: needs --out FILE; the report is one self-contained HTML page")
+    from tracekit.analysis.options import GATE_EXIT
+
     if plots_dir is None and fmt != "html":  # the report alone: from the report cache, or on another engine
+        from tracekit.analysis.engine import analyze_inputs
 
         analysis, report = None, analyze_inputs(inputs, opts, engine, scheduler)
     else:
         if engine != "local":
             raise InputError(f"--engine {engine}: gives the report only; --plots and --format html need --engine local")
+        from tracekit.analysis.analyze import run_analysis
+
         store = inputs.open()
         click.get_current_context().call_on_close(store.close)
         analysis = run_analysis(store, opts)
         report = analysis.report
     plots = []
     if plots_dir is not None:
+        from tracekit.report.plots import write_plots
 
         plots = write_plots(analysis, plots_dir)
     if fmt == "html":
+        from tracekit.report.html import write_html_report
 
         write_html_report(analysis, out_path)
     else:
+        from tracekit.report.analysis import report_document
+        from tracekit.report.plots import emit_with_plots
 
         emit_with_plots(report_document(report), fmt, out_path, plots)
     if gate:

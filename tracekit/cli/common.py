@@ -1,21 +1,58 @@
-"""The options every command shares: inputs, output, config and analysis (one definition, one behaviour)."""
+"""The options every command shares: inputs, output, config and analysis (one definition, one behaviour).
+
+This module imports click alone: a library constant that an option shows (the output formats, the
+near-floor threshold) is a ``Lazy`` value, imported when click first needs it (to check a value given
+or to print ``--help``), and the library itself is imported inside the functions that use it."""
 
 from __future__ import annotations
 
 import functools
+import importlib
+import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracekit.analysis.options import AnalyzeOptions
-from tracekit.files import check_outputs
-from tracekit.floor import NEAR_FLOOR_THRESHOLD, ConfigError
-from tracekit.floor import parse_sets as floor_parse_sets
-from tracekit.report.render import FORMATS
-from tracekit.store.inputs import Inputs
+if TYPE_CHECKING:
+    from tracekit.store.inputs import Inputs
+
+
+class Lazy:
+    """A library constant named by module and attribute, imported the first time it is used: click calls
+    a default to get its value and prints it with ``str`` in ``--help``."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def __call__(self) -> Any:
+        return getattr(importlib.import_module(self.module), self.name)
+
+    def __str__(self) -> str:
+        return str(self())
+
+
+class LazyChoice(click.Choice):
+    """``click.Choice`` over a library constant (a ``Lazy``), imported when a value is checked or help shown."""
+
+    def __init__(self, values: Lazy) -> None:  # no super().__init__: it would read the values now
+        self._values = values
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> Sequence[Any]:  # type: ignore[override]
+        return tuple(self._values())
+
+
+FORMATS = Lazy("tracekit.report.render", "FORMATS")
+NEAR_FLOOR_THRESHOLD = Lazy("tracekit.floor", "NEAR_FLOOR_THRESHOLD")
+
+
+def default_jobs() -> int:
+    """The cores this process may run on: how many files are ingested at once unless --jobs says."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 # Parameters that name what a command reads, and what it writes (by click parameter name).
 INPUT_PARAMS = ("inputs", "before", "after", "results", "config")
@@ -33,6 +70,8 @@ def check_output_paths() -> None:
         # --config names a file only when one exists at that path (else it is a named config).
         inputs += [Path(v) for v in values if v is not None and (name != "config" or Path(v).is_file())]
     options = {p.name: p.opts[0] for p in ctx.command.params if p.opts}
+    from tracekit.files import check_outputs
+
     check_outputs(inputs, {options.get(name, name): ctx.params.get(name) for name in OUTPUT_PARAMS
                            if ctx.params.get(name) is not None})
 
@@ -52,6 +91,8 @@ def input_paths_options(command: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, inputs: tuple[Path, ...], cache_dir: Path | None, no_cache: bool, jobs: int,
                 quiet: bool, **kwargs: Any) -> Any:
         check_output_paths()  # before the inputs are ingested
+        from tracekit.store.inputs import Inputs
+
         return command(*args, inputs=Inputs(tuple(inputs), cache_dir, not no_cache, jobs, quiet), **kwargs)
 
     return wrapper
@@ -73,7 +114,7 @@ def output_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Give a click command the shared ``--format`` and ``--out`` options."""
 
     @click.option(
-        "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+        "--format", "fmt", type=LazyChoice(FORMATS), default="table", show_default=True,
         help="Output format.",
     )
     @click.option(
@@ -90,6 +131,9 @@ def output_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def parse_sets(values: tuple[str, ...]) -> dict[str, str]:
     """``--set key=value`` pairs as a dict (tracekit.floor.parse_sets); a malformed one is a usage error."""
+    from tracekit.floor import ConfigError
+    from tracekit.floor import parse_sets as floor_parse_sets
+
     try:
         return floor_parse_sets(values)
     except ConfigError as exc:
@@ -144,6 +188,8 @@ def analysis_options(command: Callable[..., Any]) -> Callable[..., Any]:
                 re.compile(step_regex)
             except re.error as exc:
                 raise click.BadParameter(f"{step_regex!r} is not a regex ({exc})", param_hint="--step") from None
+        from tracekit.analysis.options import AnalyzeOptions
+
         opts = AnalyzeOptions(config=config, overrides=overrides, step_regex=step_regex, skip_steps=skip_steps,
                               threshold=threshold)
         return command(*args, opts=opts, **kwargs)

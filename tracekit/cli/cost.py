@@ -6,12 +6,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.budgets.configs import config_path
 from tracekit.cli.common import config_options, output_options
-from tracekit.floor.cost_perf import cost_report
-from tracekit.report.cost import breakdown_rows, sensitivity_rows, token_rows
-from tracekit.report.document import Document, Table, rows_frame
-from tracekit.report.render import emit
 
 
 @click.command("cost")
@@ -23,6 +18,11 @@ def cost_cmd(config: str, overrides: dict[str, str], fmt: str, out_path: Path | 
     --set takes floor fields and cost fields alike, e.g. --set yield_model=murphy --set hbm_stacks=6
     --set gpu_cost_usd=25000 --set lifetime_years=4 --set energy_usd_per_kwh=0.12 (see docs/cost.md).
     """
+    from tracekit.budgets.configs import config_path
+    from tracekit.floor.cost_perf import cost_report
+    from tracekit.report.cost import breakdown_rows, sensitivity_rows, token_rows
+    from tracekit.report.document import Document, Table, rows_frame
+    from tracekit.report.render import emit
 
     report = cost_report(config_path(config), overrides, resolve=config_path)
     tables = [

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from tracekit.analysis.options import AnalyzeOptions
 from tracekit.cli.common import analysis_options, output_options
-from tracekit.compare import diff as d
-from tracekit.report.diff import diff_document
-from tracekit.report.render import emit
+
+if TYPE_CHECKING:
+    from tracekit.analysis.options import AnalyzeOptions
 
 
 @click.command("diff")
@@ -33,6 +33,9 @@ def diff_cmd(before: Path, after: Path, opts: AnalyzeOptions, cache_dir: Path | 
              gate: bool, fail_if_slower: str | None, expect_faster: str | None, fmt: str,
              out_path: Path | None) -> None:
     """Compare two analyses (reports or traces of one config): what changed, largest explanation first."""
+    from tracekit.compare import diff as d
+    from tracekit.report.diff import diff_document
+    from tracekit.report.render import emit
 
     allowance = d.parse_percent(fail_if_slower) if fail_if_slower is not None else None
     sides = [d.load_side(p, opts, cache_dir, not no_cache, jobs) for p in (before, after)]

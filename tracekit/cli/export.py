@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import polars as pl
 
-from tracekit.analysis.analyze import run_analysis
-from tracekit.analysis.options import AnalyzeOptions
 from tracekit.cli.common import input_options, output_options
 from tracekit.errors import InputError
-from tracekit.report.document import Document, Table
-from tracekit.report.perfetto import write_perfetto
-from tracekit.report.render import emit
-from tracekit.store.export import export_parquet
-from tracekit.store.ingest import Store
+
+if TYPE_CHECKING:
+    from tracekit.store.ingest import Store
 
 
 @click.command("export")
@@ -40,13 +36,22 @@ def export_cmd(store: Store, fmt: str, out_path: Path | None, parquet_dir: Path 
             re.compile(step_regex)
         except re.error as exc:
             raise InputError(f"--step {step_regex!r}: not a regex ({exc})") from None
+    import polars as pl
+
+    from tracekit.report.document import Document, Table
+    from tracekit.report.render import emit
+
     tables = []
     if parquet_dir is not None:
+        from tracekit.store.export import export_parquet
 
         rows = export_parquet(store, parquet_dir)
         tables.append(Table(f"parquet in {parquet_dir}", pl.DataFrame(
             {"table": list(rows), "rows": list(rows.values())}, schema={"table": pl.String, "rows": pl.Int64})))
     if perfetto_path is not None:
+        from tracekit.analysis.analyze import run_analysis
+        from tracekit.analysis.options import AnalyzeOptions
+        from tracekit.report.perfetto import write_perfetto
 
         write_perfetto(run_analysis(store, AnalyzeOptions(config=config, step_regex=step_regex)), perfetto_path)
         tables.append(Table("perfetto", pl.DataFrame({"file": [str(perfetto_path)]})))

@@ -6,25 +6,14 @@ from pathlib import Path
 
 import click
 
-from tracekit.budgets.configs import list_configs, load_config
-from tracekit.cli.common import config_options, output_options
-from tracekit.floor import (
-    NEAR_FLOOR_THRESHOLD,
-    ConfigError,
-    compute_floor,
-    compute_walls,
-    parse_duration_ns,
-    place_measured,
-)
-from tracekit.floor import report as frep
-from tracekit.floor.plot import plot_walls
-from tracekit.report.document import Document, Table, rows_frame
-from tracekit.report.render import emit
+from tracekit.cli.common import NEAR_FLOOR_THRESHOLD, config_options, output_options
 
 
 def _duration(value: str | None, option: str) -> int | None:
     if value is None:
         return None
+    from tracekit.floor import ConfigError, parse_duration_ns
+
     try:
         return parse_duration_ns(value)
     except ConfigError as exc:
@@ -54,6 +43,11 @@ def floor_cmd(
 ) -> None:
     """The analytical floor at physical peaks: resources by kernel class, t_opt, t_sum, binding resource,
     MFU/MBU, and the calibrated estimate expected_ns beside it."""
+    from tracekit.budgets.configs import load_config
+    from tracekit.floor import compute_floor, place_measured
+    from tracekit.floor import report as frep
+    from tracekit.report.document import Document, Table, rows_frame
+    from tracekit.report.render import emit
 
     measured_ns = _duration(measured, "--measured")
     cfg = load_config(config, overrides)
@@ -96,6 +90,11 @@ def walls_cmd(
 ) -> None:
     """Walls as concurrency grows from 1 (ordering, KV capacity), frontier, crossover and TPOT-SLO
     reachability. --batch does not limit the sweep; it reports both configs at that concurrency."""
+    from tracekit.budgets.configs import load_config
+    from tracekit.floor import compute_walls
+    from tracekit.floor import report as frep
+    from tracekit.report.document import Document, Table, rows_frame
+    from tracekit.report.render import emit
 
     slo_ns = _duration(tpot_slo, "--tpot-slo")
     at_batch = int(overrides["batch"]) if "batch" in overrides else None
@@ -104,6 +103,7 @@ def walls_cmd(
     other = load_config(vs, swept) if vs else None
     walls = compute_walls(cfg, tpot_slo_ns=slo_ns, vs=other, at_batch=at_batch)
     if plot_path is not None:
+        from tracekit.floor.plot import plot_walls
 
         plot_walls(walls, plot_path)
     tables = [
@@ -125,6 +125,10 @@ def walls_cmd(
 @output_options
 def configs_cmd(fmt: str, out_path: Path | None) -> None:
     """List the named deployment configs."""
+    from tracekit.budgets.configs import list_configs, load_config
+    from tracekit.floor import report as frep
+    from tracekit.report.document import Document, Table, rows_frame
+    from tracekit.report.render import emit
 
     rows = frep.config_rows([load_config(n) for n in list_configs()])
     emit(

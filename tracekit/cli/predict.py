@@ -8,10 +8,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.budgets.configs import load_config
 from tracekit.cli.common import output_options, parse_sets
-from tracekit.report.predict import analysis_class, inference_document, training_document
-from tracekit.report.render import emit
 
 
 @click.command("predict")
@@ -22,6 +19,9 @@ from tracekit.report.render import emit
 def predict_cmd(config: str, sets: tuple[str, ...], fmt: str, out_path: Path | None) -> None:
     """Estimated step time (not a bound) beside the floor t_opt of the same step (a bound), by class and
     resource; training configs add the layout and memory per GPU with feasibility."""
+    from tracekit.budgets.configs import load_config
+    from tracekit.report.predict import analysis_class, inference_document, training_document
+    from tracekit.report.render import emit
 
     cfg = load_config(config, parse_sets(sets))
     classes = analysis_class()

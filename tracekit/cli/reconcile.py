@@ -6,14 +6,8 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.common import output_options, parse_sets
-from tracekit.compare.benchresults import read_results
-from tracekit.compare.reconcile import ReconcileOptions, reconcile, sweep
+from tracekit.cli.common import NEAR_FLOOR_THRESHOLD, output_options, parse_sets
 from tracekit.errors import InputError
-from tracekit.floor import NEAR_FLOOR_THRESHOLD
-from tracekit.report.reconcile import reconcile_document
-from tracekit.report.reconcile_plot import plot_sweep
-from tracekit.report.render import emit
 
 
 @click.command("reconcile")
@@ -29,10 +23,15 @@ from tracekit.report.render import emit
 def reconcile_cmd(results: tuple[Path, ...], config: str, sets: tuple[str, ...], threshold: float,
                   plot_path: Path | None, fmt: str, out_path: Path | None) -> None:
     """Place serving-benchmark TPOT (vLLM, SGLang, GenAI-Perf, GuideLLM results) against the floor."""
+    from tracekit.compare.benchresults import read_results
+    from tracekit.compare.reconcile import ReconcileOptions, reconcile, sweep
+    from tracekit.report.reconcile import reconcile_document
+    from tracekit.report.render import emit
 
     opts = ReconcileOptions(config=config, overrides=parse_sets(sets), threshold=threshold)
     doc = reconcile(read_results(list(results)), opts)
     if plot_path is not None:
+        from tracekit.report.reconcile_plot import plot_sweep
 
         points = sweep(doc["results"], opts, min_points=1)
         if points is None:

@@ -4,21 +4,25 @@ gpumemtimesum, gpumemsizesum), read from the store with the shared input and out
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import polars as pl
 
 from tracekit.cli.common import input_options, output_options
-from tracekit.report.document import Document, Table
-from tracekit.report.render import emit
-from tracekit.store import summaries
-from tracekit.store.ingest import Store
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from tracekit.store.ingest import Store
 
 _LIMIT = click.option("--limit", type=click.IntRange(min=0), default=0, help="Show only the top N rows (0: all).")
 
 
 def _emit(store: Store, title: str, table: str, frame: pl.DataFrame, limit: int, fmt: str, out_path: Path | None,
           note: str | None = None) -> None:
+    from tracekit.report.document import Document, Table
+    from tracekit.report.render import emit
+
     emit(Document(title, [Table(table, frame.head(limit) if limit else frame, note=note)], notes=store.warnings),
          fmt, out_path)
 
@@ -32,6 +36,8 @@ def _emit(store: Store, title: str, table: str, frame: pl.DataFrame, limit: int,
 @_LIMIT
 def api_cmd(store: Store, fmt: str, out_path: Path | None, nsys_2022: bool, limit: int) -> None:
     """CUDA/HIP API calls per name: calls, total, average, median, min, max, stddev, share (nsys cuda_api_sum)."""
+    from tracekit.store import summaries
+
     _emit(store, "tracekit api", "API calls by name", summaries.api_summary(store.con, nsys_compat=nsys_2022),
           limit, fmt, out_path)
 
@@ -42,6 +48,8 @@ def api_cmd(store: Store, fmt: str, out_path: Path | None, nsys_2022: bool, limi
 @_LIMIT
 def nvtx_cmd(store: Store, fmt: str, out_path: Path | None, limit: int) -> None:
     """NVTX ranges per name and style: instances, total, average, median, min, max, stddev (nsys nvtx_sum)."""
+    from tracekit.store import summaries
+
     _emit(store, "tracekit nvtx", "NVTX ranges by name", summaries.nvtx_summary(store.con), limit, fmt, out_path,
           note="nested ranges are not made exclusive; a range that never ended lasts to the rank's last NVTX time")
 
@@ -54,5 +62,7 @@ def nvtx_cmd(store: Store, fmt: str, out_path: Path | None, limit: int) -> None:
 @_LIMIT
 def memory_cmd(store: Store, fmt: str, out_path: Path | None, by: str, limit: int) -> None:
     """GPU memory copies and sets per operation kind, by time or by size."""
+    from tracekit.store import summaries
+
     frame = summaries.memop_time_summary(store.con) if by == "time" else summaries.memop_size_summary(store.con)
     _emit(store, "tracekit memory", f"memory operations by {by}", frame, limit, fmt, out_path)

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import polars as pl
 
-from tracekit.budgets.classify import class_summary, other_share_pct
 from tracekit.cli.common import input_options, output_options
-from tracekit.report.document import Document, Table
-from tracekit.report.info import info_document
-from tracekit.report.render import emit
-from tracekit.store import summaries
-from tracekit.store.ingest import Store
+
+if TYPE_CHECKING:
+    from tracekit.store.ingest import Store
 
 
 @click.command()
@@ -21,6 +18,10 @@ from tracekit.store.ingest import Store
 @output_options
 def ingest(store: Store, fmt: str, out_path: Path | None) -> None:
     """Ingest trace files into the cache (reused when a file is unchanged)."""
+    import polars as pl
+
+    from tracekit.report.document import Document, Table
+    from tracekit.report.render import emit
 
     frame = pl.DataFrame({
         "rank": [f.rank for f in store.files],
@@ -41,6 +42,8 @@ def ingest(store: Store, fmt: str, out_path: Path | None) -> None:
 @output_options
 def info(store: Store, fmt: str, out_path: Path | None) -> None:
     """GPUs, ranks, processes, streams, time span, event counts, range domains and capture caveats."""
+    from tracekit.report.info import info_document
+    from tracekit.report.render import emit
 
     emit(info_document(store), fmt, out_path)
 
@@ -56,14 +59,19 @@ def kernels(store: Store, fmt: str, out_path: Path | None, group_by: str, limit:
     """Per-kernel summary: instances, total, average, median, min, max, stddev (nsys definitions).
 
     With ``--by class`` a note gives the share of GPU time no class rule claims (class ``other``)."""
+    from tracekit.report.document import Document, Table
+    from tracekit.report.render import emit
 
     notes = list(store.warnings)
     if group_by == "class":
+        from tracekit.budgets.classify import class_summary, other_share_pct
 
         frame = class_summary(store.con)
         notes.append(f"other: {other_share_pct(frame):.1f} % of GPU time matches no class rule "
                      "(docs/classes.md: how to add one)")
     else:
+        from tracekit.store import summaries
+
         frame = summaries.kernel_summary(store.con, by=group_by.replace("-", "_"))
     if limit:
         frame = frame.head(limit)

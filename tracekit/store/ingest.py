@@ -8,6 +8,10 @@ a store that a later run reads as complete, and two processes sharing a cache ne
 file; a damaged store is discarded and rebuilt. ``open_store``
 attaches the per-file stores read-only and exposes every table as a view over all of them with the
 rank each file was assigned.
+
+Without the cache (``--no-cache``) nothing is hashed and no manifest is written: each file is read into an
+in-memory database attached to the store's connection, or, when several files are read in worker
+processes, into a temporary file that the store attaches and removes when it closes.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from tracekit.store.cache import (
     write_manifest,
 )
 from tracekit.store.checks import capture_fingerprint, check_distinct_paths, drop_damaged_records, mixed_gpu_warning
+from tracekit.store.ranks import assign_ranks, rank_sql
 from tracekit.store.views import create_views
 
 
@@ -82,6 +87,49 @@ class IngestResult:
 STAGES = ("identify", "read", "finish", "open")
 
 
+def _build_guarded(path: Path, fmt: str, cache_dir: Path | None, build: Callable[[], None]) -> None:
+    """Run ``build`` (a reader into a store); an unforeseen failure becomes one clean line naming the file."""
+    try:
+        build()
+    except InputError:
+        raise
+    except Exception as exc:  # a reader bug or an input no check foresaw: still one clean line
+        if os.environ.get("TRACEKIT_DEBUG"):
+            raise
+        raise _ingest_error(exc, path, fmt, cache_dir) from None
+
+
+def build_uncached(path: Path, db: Path) -> IngestResult:
+    """Read ``path`` into a new store file ``db`` for this run only: no key, no manifest, no lock."""
+    t0 = time.perf_counter()
+    fmt = detect_format(path)
+    stages: dict[str, float] = {"identify": time.perf_counter() - t0}
+    _build_guarded(path, fmt, db.parent, lambda: _build_store(path, fmt, db, stages))
+    return IngestResult(path, db, fmt, False, time.perf_counter() - t0, stages)
+
+
+def read_in_memory(con: duckdb.DuckDBPyConnection, alias: str, path: Path) -> IngestResult:
+    """Read ``path`` into a new in-memory database attached to ``con`` as ``alias`` (``--no-cache``)."""
+    t0 = time.perf_counter()
+    fmt = detect_format(path)
+    current = con.execute("SELECT current_database()").fetchall()[0][0]
+    con.execute(f"ATTACH ':memory:' AS {alias}")
+    con.execute(f"USE {alias}")  # the reader writes unqualified table names
+
+    def build() -> None:
+        create_tables(con)
+        reader_for(fmt)(path, con)
+        drop_damaged_records(con, path)
+
+    t1 = time.perf_counter()
+    try:
+        _build_guarded(path, fmt, None, build)
+    finally:
+        con.execute(f"USE {current}")
+    stages = {"identify": t1 - t0, "read": time.perf_counter() - t1}
+    return IngestResult(path, Path(":memory:"), fmt, False, time.perf_counter() - t0, stages)
+
+
 def ingest_file(path: Path, cache_dir: Path) -> IngestResult:
     """Ingest one file into the cache (or reuse its stored result) and return where the store is."""
     t0 = time.perf_counter()
@@ -107,23 +155,21 @@ def ingest_file(path: Path, cache_dir: Path) -> IngestResult:
     # made (mkdtemp is atomic), so no other process can pick the same name between a check and the create.
     tmp_dir = Path(tempfile.mkdtemp(prefix=f".{target.stem}.", suffix=".tmp", dir=cache_dir))
     stages["identify"] = time.perf_counter() - t0
-    try:
+
+    def build_and_publish() -> None:
         tmp = _build_store(path, fmt, tmp_dir / "store.duckdb", stages)
-        t2 = time.perf_counter()
+        stages["publish"] = time.perf_counter()
         size, crc = tmp.stat().st_size, crc32_of(tmp)
         with store_lock(target, exclusive=True):
             os.replace(tmp, target)
             write_manifest(target, {"size_bytes": size, "crc32": crc, "schema_version": STORE_SCHEMA_VERSION,
                                      "source": str(path), "format": fmt})
-    except InputError:
-        raise
-    except Exception as exc:  # a reader bug or an input no check foresaw: still one clean line
-        if os.environ.get("TRACEKIT_DEBUG"):
-            raise
-        raise _ingest_error(exc, path, fmt, cache_dir) from None
+
+    try:
+        _build_guarded(path, fmt, cache_dir, build_and_publish)
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
-    stages["finish"] += time.perf_counter() - t2  # store_info, checkpoint, rename, manifest
+    stages["finish"] += time.perf_counter() - stages.pop("publish")  # store_info, checkpoint, rename, manifest
     return IngestResult(path, target, fmt, False, time.perf_counter() - t0, stages)
 
 
@@ -146,10 +192,11 @@ def _build_store(path: Path, fmt: str, db: Path, stages: dict[str, float]) -> Pa
     return db
 
 
-def _ingest_error(exc: Exception, path: Path, fmt: str, cache_dir: Path) -> InputError:
-    """The one-line error for an unforeseen failure while ingesting ``path``."""
+def _ingest_error(exc: Exception, path: Path, fmt: str, cache_dir: Path | None) -> InputError:
+    """The one-line error for an unforeseen failure while ingesting ``path`` (``cache_dir`` None: in memory)."""
     if isinstance(exc, OSError):
-        return InputError(f"{path}: could not write its store in {cache_dir} ({exc.strerror})")
+        where = f"write its store in {cache_dir}" if cache_dir is not None else "read it"
+        return InputError(f"{path}: could not {where} ({exc.strerror})")
     detail = " ".join(str(exc).split())[:300]
     if isinstance(exc, duckdb.OutOfRangeException | duckdb.ConversionException):
         return InputError(f"{path}: a time or id does not fit in a 64-bit integer ({detail}); the trace is "
@@ -180,6 +227,7 @@ class Store:
     warnings: list[str] = field(default_factory=list)
     _tmp: tempfile.TemporaryDirectory[str] | None = None
     stages: dict[str, float] = field(default_factory=dict)  # ingest seconds per stage, summed over files
+    cached: bool = True  # False with --no-cache: the stores live for this run only (nothing to cache beside)
 
     def close(self) -> None:
         self.con.close()
@@ -193,81 +241,73 @@ class Store:
         self.close()
 
 
-def _assign_ranks(con: duckdb.DuckDBPyConnection,
-                  results: Sequence[IngestResult]) -> tuple[list[dict[int | None, int]], list[str]]:
-    """Per file, its rows' rank values (NULL: none named) mapped to the global ranks: ranks the files record
-    (Kineto distributedInfo.rank, an nsys rank variable) as they are; a file that names none, each process
-    of an nsys export numbered by process order, and a rank an earlier file already claimed (with a warning:
-    the cross-rank analysis then shows whether that file belongs to this run) get the lowest free ranks in
-    the order given. A file's rows without a rank (launcher processes, file-level notes) take its first rank."""
-    locals_: list[list[int | None]] = []
-    numbered: list[bool] = []
-    for i in range(len(results)):
-        locals_.append([r[0] for r in con.execute(f"SELECT DISTINCT rank FROM f{i}.trace_info ORDER BY rank")
-                        .fetchall()] or [None])
-        numbered.append(con.execute(f"SELECT count(*) FROM f{i}.trace_meta WHERE key = 'rank_source' "
-                                    "AND value = 'process_order'").fetchone()[0] > 0)
-    claimed = {r for own, by_order in zip(locals_, numbered, strict=True) if not by_order for r in own
-               if r is not None}
-    free = (r for r in range(sum(map(len, locals_)) + len(claimed)) if r not in claimed)
-    seen: dict[int, Path] = {}
-    warnings: list[str] = []
-    mappings: list[dict[int | None, int]] = []
-    for own, by_order, res in zip(locals_, numbered, results, strict=True):
-        if by_order or own == [None]:
-            mapping: dict[int | None, int] = {r: next(free) for r in own}
-            if own == [None] and res.fmt == "kineto" and len(results) > 1:
-                warnings.append(f"{res.source}: no distributedInfo.rank; given rank {mapping[None]} from the order "
-                                "of inputs")
-        else:
-            mapping = {}
-            for r in own:
-                if r in seen:
-                    mapping[r] = next(free)
-                    warnings.append(f"{seen[r]} and {res.source}: both claim rank {r}; the second is analysed as "
-                                    f"rank {mapping[r]} (give one file per rank)")
-                else:
-                    mapping[r] = r
-                    seen[r] = res.source
-        mapping.setdefault(None, min(mapping.values()))
-        mappings.append(mapping)
-    return mappings, warnings
+class _Distinct:
+    """Keeps the attached stores f0, f1, ... of distinct captures: a file holding the very same kernels as an
+    earlier one is detached, with a warning, and its alias taken by the next file."""
 
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        self.kept: list[IngestResult] = []
+        self.seen: dict[tuple[object, ...], Path] = {}
+        self.warnings: list[str] = []
 
-def _rank_sql(mapping: dict[int | None, int]) -> str:
-    """SQL mapping a file's ``rank`` column to its global ranks."""
-    cases = " ".join(f"WHEN rank = {local} THEN {g}" for local, g in mapping.items() if local is not None)
-    return f"CAST(CASE {cases} ELSE {mapping[None]} END AS INTEGER)" if cases else f"CAST({mapping[None]} AS INTEGER)"
+    @property
+    def alias(self) -> str:
+        return f"f{len(self.kept)}"
+
+    def keep(self, res: IngestResult) -> None:
+        """``res``, attached as ``self.alias``, is kept unless an earlier file holds the same capture."""
+        fingerprint = capture_fingerprint(self.con, self.alias)
+        if fingerprint is not None and fingerprint in self.seen:
+            self.con.execute(f"DETACH {self.alias}")
+            self.warnings.append(f"{self.seen[fingerprint]} and {res.source}: hold the very same kernels (one "
+                                 f"capture given twice?); {res.source} is left out")
+            return
+        if fingerprint is not None:
+            self.seen[fingerprint] = res.source
+        self.kept.append(res)
 
 
 def _attach_distinct(con: duckdb.DuckDBPyConnection, results: list[IngestResult]
                      ) -> tuple[list[IngestResult], list[str]]:
     """Attach the stores as f0, f1, ...; a file holding the very same kernels as an earlier one is left out."""
-    kept: list[IngestResult] = []
-    seen: dict[tuple[object, ...], Path] = {}
-    warnings: list[str] = []
+    distinct = _Distinct(con)
     for res in results:
-        alias = f"f{len(kept)}"
-        con.execute(f"ATTACH ? AS {alias} (READ_ONLY)", [str(res.db)])
-        fingerprint = capture_fingerprint(con, alias)
-        if fingerprint is not None and fingerprint in seen:
-            con.execute(f"DETACH {alias}")
-            warnings.append(f"{seen[fingerprint]} and {res.source}: hold the very same kernels (one capture given "
-                            f"twice?); {res.source} is left out")
-            continue
-        if fingerprint is not None:
-            seen[fingerprint] = res.source
-        kept.append(res)
-    return kept, warnings
+        con.execute(f"ATTACH ? AS {distinct.alias} (READ_ONLY)", [str(res.db)])
+        distinct.keep(res)
+    return distinct.kept, distinct.warnings
+
+
+def _attach_stores(con: duckdb.DuckDBPyConnection, results: list[IngestResult], distinct: bool
+                   ) -> tuple[list[IngestResult], list[str]]:
+    """Attach the stores on disk as f0, f1, ... (``distinct``: leaving copies out, as ``_attach_distinct``)."""
+    if distinct:
+        return _attach_distinct(con, results)
+    for i, res in enumerate(results):
+        con.execute(f"ATTACH ? AS f{i} (READ_ONLY)", [str(res.db)])
+    return results, []
+
+
+def _read_all_in_memory(con: duckdb.DuckDBPyConnection, files: list[Path],
+                        on_done: Callable[[IngestResult], None] | None) -> tuple[list[IngestResult], list[str]]:
+    """Every file read into its own in-memory database f0, f1, ... of ``con``; copies left out as on disk."""
+    distinct = _Distinct(con)
+    for f in files:
+        res = read_in_memory(con, distinct.alias, f)
+        distinct.keep(res)
+        if on_done is not None:
+            on_done(res)
+    return distinct.kept, distinct.warnings
 
 
 def _ingest_all(files: list[Path], cache_dir: Path, jobs: int,
-                on_done: Callable[[IngestResult], None] | None) -> list[IngestResult]:
+                on_done: Callable[[IngestResult], None] | None, cached: bool = True) -> list[IngestResult]:
     """Ingest every file (in ``jobs`` processes when there are several), results in input order;
-    ``on_done`` is called as each file finishes."""
+    ``on_done`` is called as each file finishes. Not ``cached``: each file into ``cache_dir``/<i>.duckdb."""
     if jobs > 1 and len(files) > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(ingest_file, f, cache_dir): i for i, f in enumerate(files)}
+        with ProcessPoolExecutor(max_workers=min(jobs, len(files))) as pool:
+            futures = {(pool.submit(ingest_file, f, cache_dir) if cached else
+                        pool.submit(build_uncached, f, cache_dir / f"{i}.duckdb")): i for i, f in enumerate(files)}
             done: dict[int, IngestResult] = {}
             for fut in as_completed(futures):
                 done[futures[fut]] = fut.result()
@@ -295,31 +335,32 @@ def open_store(
     check_distinct_paths(files)
     skipped = skipped_inputs(paths)
     tmp = None
-    if not use_cache:
+    in_memory = not use_cache and (jobs <= 1 or len(files) == 1) and ranks is None  # else stores on disk
+    if not use_cache and not in_memory:
         tmp = tempfile.TemporaryDirectory(prefix="tracekit-")
         cache_dir = Path(tmp.name)
     cache_dir = cache_dir or default_cache_dir()
+    con = duckdb.connect()
     try:
-        results = _ingest_all(files, cache_dir, jobs, on_file_done)
-        t_open = time.perf_counter()
-        con = duckdb.connect()
-        if ranks is None:
-            results, warnings = _attach_distinct(con, results)
+        if in_memory:  # read straight into databases of this connection: nothing to attach
+            results, warnings = _read_all_in_memory(con, files, on_file_done)
+            t_open = time.perf_counter()
         else:
-            for i, res in enumerate(results):
-                con.execute(f"ATTACH ? AS f{i} (READ_ONLY)", [str(res.db)])
-            warnings = []
-        mappings, rank_warnings = _assign_ranks(con, results)
+            results = _ingest_all(files, cache_dir, jobs, on_file_done, cached=use_cache)
+            t_open = time.perf_counter()
+            results, warnings = _attach_stores(con, results, ranks is None)
+        mappings, rank_warnings = assign_ranks(con, results)
         warnings += rank_warnings
         if ranks is not None:  # the same files' ranks, as a full opening of the set assigned them
             mappings = [dict(zip(sorted(m, key=lambda r: (r is None, r or 0)), [*given, given[0]], strict=False))
                         for m, given in zip(mappings, ranks, strict=True)]
         warnings += mixed_gpu_warning(con, [m[None] for m in mappings])
         for table in TABLES:
-            parts = [f"SELECT * REPLACE ({_rank_sql(m)} AS rank) FROM f{i}.{table}" for i, m in enumerate(mappings)]
+            parts = [f"SELECT * REPLACE ({rank_sql(m)} AS rank) FROM f{i}.{table}" for i, m in enumerate(mappings)]
             con.execute(f"CREATE VIEW {table} AS " + " UNION ALL ".join(parts))
         create_views(con)
     except BaseException:
+        con.close()
         if tmp is not None:
             tmp.cleanup()
         raise
@@ -328,4 +369,4 @@ def open_store(
     warnings = skipped + warnings
     stored = [StoredFile(r.source, r.db, r.fmt, m[None], r.reused, tuple(sorted(set(m.values()))))
               for r, m in zip(results, mappings, strict=True)]
-    return Store(con, stored, warnings, tmp, stages)
+    return Store(con, stored, warnings, tmp, stages, cached=use_cache)
