@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import click
@@ -36,20 +37,49 @@ def _is_expected(exc: BaseException) -> bool:
     return isinstance(exc, TracekitError) or (floor_errors is not None and isinstance(exc, floor_errors.ConfigError))
 
 
+class _Commands(MutableMapping[str, click.Command]):
+    """The group's commands by name: those of ``COMMANDS``, each imported from its module when first asked
+    for, and any added with ``add_command``."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, click.Command] = {}
+        self._removed: set[str] = set()
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._loaded:
+            if name not in COMMANDS or name in self._removed:
+                raise KeyError(name)
+            module, attr = COMMANDS[name]
+            self._loaded[name] = getattr(importlib.import_module(f"tracekit.cli.{module}"), attr)
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._loaded[name] = command
+        self._removed.discard(name)
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self:
+            raise KeyError(name)
+        self._loaded.pop(name, None)
+        self._removed.add(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([n for n in dict.fromkeys([*COMMANDS, *self._loaded]) if n not in self._removed])
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+    def __contains__(self, name: object) -> bool:
+        return (name in COMMANDS or name in self._loaded) and name not in self._removed
+
+
 class TracekitGroup(click.Group):
-    """Turns every expected failure into one line on stderr and exit status 2, without a traceback; finds
-    each command in ``COMMANDS`` and imports its module only when it is asked for."""
+    """Turns every expected failure into one line on stderr and exit status 2, without a traceback; its
+    commands (``_Commands``) import their modules only when asked for."""
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return [*COMMANDS, *super().list_commands(ctx)]
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in COMMANDS:
-            return super().get_command(ctx, cmd_name)
-        module, name = COMMANDS[cmd_name]
-        command = getattr(importlib.import_module(f"tracekit.cli.{module}"), name)
-        assert isinstance(command, click.Command) and command.name == cmd_name, cmd_name
-        return command
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _Commands()  # type: ignore[assignment]
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

@@ -340,14 +340,16 @@ def open_store(
         tmp = tempfile.TemporaryDirectory(prefix="tracekit-")
         cache_dir = Path(tmp.name)
     cache_dir = cache_dir or default_cache_dir()
-    con = duckdb.connect()
+    con = None
     try:
         if in_memory:  # read straight into databases of this connection: nothing to attach
+            con = duckdb.connect()
             results, warnings = _read_all_in_memory(con, files, on_file_done)
             t_open = time.perf_counter()
         else:
             results = _ingest_all(files, cache_dir, jobs, on_file_done, cached=use_cache)
             t_open = time.perf_counter()
+            con = duckdb.connect()  # after the worker processes are forked: they inherit no DuckDB state
             results, warnings = _attach_stores(con, results, ranks is None)
         mappings, rank_warnings = assign_ranks(con, results)
         warnings += rank_warnings
@@ -360,7 +362,8 @@ def open_store(
             con.execute(f"CREATE VIEW {table} AS " + " UNION ALL ".join(parts))
         create_views(con)
     except BaseException:
-        con.close()
+        if con is not None:
+            con.close()
         if tmp is not None:
             tmp.cleanup()
         raise
