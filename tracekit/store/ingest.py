@@ -102,7 +102,7 @@ def _build_guarded(path: Path, fmt: str, cache_dir: Path | None, build: Callable
 def build_uncached(path: Path, db: Path) -> IngestResult:
     """Read ``path`` into a new store file ``db`` for this run only: no key, no manifest, no lock."""
     t0 = time.perf_counter()
-    fmt = detect_format(path)
+    fmt = registry.detect(path).name
     stages: dict[str, float] = {"identify": time.perf_counter() - t0}
     _build_guarded(path, fmt, db.parent, lambda: _build_store(path, fmt, db, stages))
     return IngestResult(path, db, fmt, False, time.perf_counter() - t0, stages)
@@ -111,14 +111,14 @@ def build_uncached(path: Path, db: Path) -> IngestResult:
 def read_in_memory(con: duckdb.DuckDBPyConnection, alias: str, path: Path) -> IngestResult:
     """Read ``path`` into a new in-memory database attached to ``con`` as ``alias`` (``--no-cache``)."""
     t0 = time.perf_counter()
-    fmt = detect_format(path)
+    fmt = registry.detect(path).name
     current = con.execute("SELECT current_database()").fetchall()[0][0]
     con.execute(f"ATTACH ':memory:' AS {alias}")
     con.execute(f"USE {alias}")  # the reader writes unqualified table names
 
     def build() -> None:
         create_tables(con)
-        reader_for(fmt)(path, con)
+        registry.spec(fmt).reader()(path, con)
         drop_damaged_records(con, path)
 
     t1 = time.perf_counter()
