@@ -17,7 +17,7 @@ from tracekit.analysis.accounting import StepAccount
 from tracekit.analysis.caveats import BLOCKING_CAVEATS, capture_caveats, caveat_texts, first_step_waits
 from tracekit.analysis.crossrank import CrossRank, RankMeta, cross_rank
 from tracekit.analysis.detail import Detail, DetailReader
-from tracekit.analysis.device import DeviceAnalysis, analyze_device, step_marker
+from tracekit.analysis.device import DeviceAnalysis, analyze_all, step_marker
 from tracekit.analysis.fit import Fit
 from tracekit.analysis.fit import assess as assess_fit
 from tracekit.analysis.gaps import CAUSES
@@ -141,7 +141,7 @@ def analyze_devices(store: Store, opts: AnalyzeOptions) -> list[DeviceAnalysis]:
     con = store.con
     pairs = prepare(con, rules)
     vocab = Vocabulary.load(con)
-    return [analyze_device(con, vocab, rank, device, opts, rules.communication) for rank, device in pairs]
+    return analyze_all(con, vocab, pairs, opts, rules, store.jobs)
 
 
 def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnalysis]) -> Analysis:

@@ -10,6 +10,8 @@ each kernel in the device's median step. Memory grows with one batch, not with t
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +22,7 @@ from tracekit import intervals as iv
 from tracekit.analysis.accounting import StepAccount, account_step
 from tracekit.analysis.commlog import CollectiveCollector, CollectiveLog, load_metadata
 from tracekit.analysis.gaps import CAUSES, HostActivity, attribute_gaps, gap_causes, gap_context
-from tracekit.analysis.ops import DeviceOps, Vocabulary, launch_skips, load_ops
+from tracekit.analysis.ops import DeviceOps, Vocabulary, launch_skips, load_ops, prepare
 from tracekit.analysis.steps import (
     STEP_MARKER_REGEX,
     DeviceExtent,
@@ -31,9 +33,11 @@ from tracekit.analysis.steps import (
     find_steps,
 )
 from tracekit.errors import InputError
+from tracekit.store.views import create_views
 
 if TYPE_CHECKING:
     from tracekit.analysis.options import AnalyzeOptions
+    from tracekit.budgets.classify import ClassRules
 
 
 @dataclass
@@ -153,6 +157,36 @@ def _median_launches(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: in
     by_fn, by_name = launch_skips(con, ops, picked)
     return {key: (int(f), int(n), bool(ops.in_graph[i]))
             for (key, i), f, n in zip(first.items(), by_fn.tolist(), by_name.tolist(), strict=True)}
+
+
+def analyze_all(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, pairs: list[tuple[int, int]],
+                opts: AnalyzeOptions, rules: ClassRules, jobs: int) -> list[DeviceAnalysis]:
+    """Every (rank, device) of ``pairs``, in that order, ``jobs`` at a time in threads (DuckDB runs each
+    thread's queries on its own cursor, without the GIL). A cursor sees the store's tables but not the
+    temporary views and tables of ``con``, so each thread makes its own (the same names, codes and classes:
+    ``prepare`` numbers names in one sorted order), and the results equal a run in one thread."""
+    if jobs <= 1 or len(pairs) <= 1:
+        return [analyze_device(con, vocab, rank, device, opts, rules.communication) for rank, device in pairs]
+    local = threading.local()
+    cursors: list[duckdb.DuckDBPyConnection] = []
+    lock = threading.Lock()
+
+    def one(pair: tuple[int, int]) -> DeviceAnalysis:
+        if not hasattr(local, "con"):
+            cur = con.cursor()
+            with lock:
+                cursors.append(cur)
+            create_views(cur)
+            prepare(cur, rules)
+            local.con = cur
+        return analyze_device(local.con, vocab, pair[0], pair[1], opts, rules.communication)
+
+    try:
+        with ThreadPoolExecutor(max_workers=min(jobs, len(pairs))) as pool:
+            return list(pool.map(one, pairs))
+    finally:
+        for cur in cursors:
+            cur.close()
 
 
 def analyze_device(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int,

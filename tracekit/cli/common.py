@@ -83,17 +83,18 @@ def input_paths_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
                   help="Where ingested stores are kept (default: $XDG_CACHE_HOME/tracekit).")
     @click.option("--no-cache", is_flag=True, help="Ingest into a temporary store, discarded afterwards.")
-    @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
-                  help="Ingest this many files in parallel processes.")
+    @click.option("--jobs", type=click.IntRange(min=1), default=None, show_default="the cores available",
+                  help="Read this many files (in processes) and analyse this many ranks (in threads) at once.")
     @click.option("--quiet", "-q", is_flag=True,
                   help="No progress bar (it shows only when stderr is a terminal).")
     @functools.wraps(command)
-    def wrapper(*args: Any, inputs: tuple[Path, ...], cache_dir: Path | None, no_cache: bool, jobs: int,
+    def wrapper(*args: Any, inputs: tuple[Path, ...], cache_dir: Path | None, no_cache: bool, jobs: int | None,
                 quiet: bool, **kwargs: Any) -> Any:
         check_output_paths()  # before the inputs are ingested
         from tracekit.store.inputs import Inputs
 
-        return command(*args, inputs=Inputs(tuple(inputs), cache_dir, not no_cache, jobs, quiet), **kwargs)
+        return command(*args, inputs=Inputs(tuple(inputs), cache_dir, not no_cache, jobs or default_jobs(), quiet),
+                       **kwargs)
 
     return wrapper
 

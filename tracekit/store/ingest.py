@@ -228,6 +228,7 @@ class Store:
     _tmp: tempfile.TemporaryDirectory[str] | None = None
     stages: dict[str, float] = field(default_factory=dict)  # ingest seconds per stage, summed over files
     cached: bool = True  # False with --no-cache: the stores live for this run only (nothing to cache beside)
+    jobs: int = 1  # how many files were read, and how many ranks are analysed, at once
 
     def close(self) -> None:
         self.con.close()
@@ -372,4 +373,4 @@ def open_store(
     warnings = skipped + warnings
     stored = [StoredFile(r.source, r.db, r.fmt, m[None], r.reused, tuple(sorted(set(m.values()))))
               for r, m in zip(results, mappings, strict=True)]
-    return Store(con, stored, warnings, tmp, stages, cached=use_cache)
+    return Store(con, stored, warnings, tmp, stages, cached=use_cache, jobs=jobs)
