@@ -9,7 +9,7 @@ from .ceilings import Ceiling, attainable_s, ceiling, ceilings
 from .config import Resolver, config_names, load_config, parse_sets
 from .deployment import DeploymentConfig
 from .errors import ConfigError
-from .hardware import GpuSpec, get_gpu, gpu_names
+from .hardware import GpuSpec, get_gpu, gpu_identities, gpu_names
 from .models import ModelSpec, get_model, model_names
 from .moe import expected_distinct_experts
 from .placement import (
@@ -56,6 +56,7 @@ __all__ = [
     "frontier",
     "get_gpu",
     "get_model",
+    "gpu_identities",
     "gpu_names",
     "load_config",
     "model_names",

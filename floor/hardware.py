@@ -96,6 +96,13 @@ def _catalog() -> dict[str, GpuSpec]:
     return out
 
 
+@cache
+def gpu_identities() -> dict[str, dict[str, object]]:
+    """Catalog key -> how that GPU shows itself to a profiler (data/gpu_identity.toml, the same keys as
+    data/gpus.toml): vendor, whole-word tokens of its device name, and the properties a runtime reports."""
+    return tomllib.loads((resources.files(__package__) / "data" / "gpu_identity.toml").read_text(encoding="utf-8"))
+
+
 def gpu_names() -> list[str]:
     """Catalog keys, sorted."""
     return sorted(_catalog())

@@ -27,7 +27,9 @@ import msgspec
 from tracekit.errors import InputError
 from tracekit.parsers.kineto_events import Event, as_int, decode, route
 from tracekit.parsers.kineto_tables import TableWriter
-from tracekit.parsers.schema import NO_GPU_ACTIVITY
+from tracekit.parsers.schema import NO_GPU_ACTIVITY, write_capture
+
+EPOCH_NS = 10**18  # a timeline past 2001 in ns is a wall clock (PyTorch's epoch microseconds)
 
 CHUNK_EVENTS = 100_000
 _READ_BLOCK_BYTES = 1 << 24
@@ -234,6 +236,12 @@ class _Reader:
             "INSERT INTO trace_info VALUES (?, ?, 'kineto', ?, NULL, NULL, ?, ?)",
             [self.rank, str(self.path), self._format_version(), start_ns, end_ns],
         )
+        world = str(self._meta_object("distributedInfo").get("world_size", ""))
+        host = self._meta_value("Hostname")
+        write_capture(self.con, self.rank, world_size=int(world) if world.isdigit() else None,
+                      host=str(host) if host else None,
+                      wall_clock_base_ns=0 if start_ns is not None and start_ns >= EPOCH_NS else None,
+                      rank_source="recorded" if self.rank is not None else None)
 
     def _format_version(self) -> str:
         """schemaVersion plus a vintage tag: '2021-legacy', 'int-us' or 'float-ns'."""

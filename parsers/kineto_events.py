@@ -74,6 +74,9 @@ USER_ANNOTATION, GPU_USER_ANNOTATION, CPU_OP, PYTHON_FUNCTION = 6, 7, 8, 9
 LEGACY = 16
 RANGE_SOURCES = {USER_ANNOTATION: "user_annotation", GPU_USER_ANNOTATION: "gpu_user_annotation",
                  CPU_OP: "cpu_op", PYTHON_FUNCTION: "python_function"}
+# Each range source's kind in the store (parsers.schema.RANGE_KINDS).
+RANGE_KINDS = {"user_annotation": "range", "gpu_user_annotation": "gpu_range", "cpu_op": "op",
+               "python_function": "python"}
 GPU_KINDS = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
 _CATEGORY_CODES: dict[str | None, int] = {
     "kernel": KERNEL, "Kernel": KERNEL + LEGACY,

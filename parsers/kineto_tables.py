@@ -25,6 +25,7 @@ from tracekit.parsers.kineto_events import (
     EMPTY_ARGS,
     GPU_KINDS,
     GPU_USER_ANNOTATION,
+    RANGE_KINDS,
     RANGE_SOURCES,
     USER_ANNOTATION,
     Event,
@@ -67,8 +68,9 @@ _INSERT_SQL: dict[str, str] = {
     """,
     "ranges": f"""
         INSERT INTO ranges (rank, pid, tid, start_ns, end_ns, dur_ns, name, domain, source, style, end_tid,
-            device_id, stream_id)
-        SELECT $rank, pid, tid, {_TIMES}, name, NULL, source, 'PushPop', tid, device, stream
+            device_id, stream_id, kind)
+        SELECT $rank, pid, tid, {_TIMES}, name, NULL, source, 'PushPop', tid, device, stream,
+            CASE source {" ".join(f"WHEN '{s}' THEN '{k}'" for s, k in RANGE_KINDS.items())} END
         FROM _chunk WHERE {_READABLE}
     """,
 }

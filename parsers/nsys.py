@@ -19,9 +19,9 @@ import duckdb
 import pyarrow as pa
 
 from tracekit.errors import InputError
-from tracekit.parsers.schema import NO_GPU_ACTIVITY
+from tracekit.parsers.schema import NO_GPU_ACTIVITY, write_capture
 
-from .nsys_meta import KERNEL_TABLE, ExportInfo, inspect_export
+from .nsys_meta import KERNEL_TABLE, ExportInfo, capture_facts, inspect_export
 from .nsys_ranks import assign_process_ranks
 from .nsys_stream import ArrowStream, one_line
 
@@ -256,7 +256,7 @@ class _Loader(ArrowStream):
         )
         # Domain name: the type-75 row of the same domainId in the same process (facts §2.6).
         self._insert(
-            f"""INSERT INTO ranges (pid, tid, start_ns, end_ns, dur_ns, name, domain, source, style, end_tid)
+            f"""INSERT INTO ranges (pid, tid, start_ns, end_ns, dur_ns, name, domain, source, style, end_tid, kind)
                 WITH ev AS (
                     SELECT e.*, {PID.format(g="e.globalTid")} AS pid,
                         coalesce(CASE WHEN e.text_null THEN NULL ELSE e.text END, s.value) AS message
@@ -267,7 +267,7 @@ class _Loader(ArrowStream):
                 SELECT ev.pid, {TID.format(g="ev.globalTid")}, ev.start, ev."end", ev."end" - ev.start,
                     ev.message, d.domain, 'nvtx',
                     CASE WHEN ev.eventType IN (59, 70) THEN 'PushPop' ELSE 'StartEnd' END,
-                    {TID.format(g="ev.endGlobalTid")}
+                    {TID.format(g="ev.endGlobalTid")}, 'range'
                 FROM ev LEFT JOIN domains d
                     ON d.pid = ev.pid AND d.domainId = ev.domainId AND ev.domainId <> 0
                 WHERE ev.eventType <> {NVTX_DOMAIN_CREATE}""",
@@ -381,6 +381,7 @@ class _Loader(ArrowStream):
                     "product": self.info.product_version, "command": self.info.capture_command,
                 },
             )  # fmt: skip
+            write_capture(self.con, rank, **capture_facts(self.info.meta), rank_source=self.rank_source)
             if meta:
                 table = pa.table({"rank": pa.array([rank] * len(meta), pa.int32()), "key": [k for k, _ in meta],
                                   "value": [v for _, v in meta]})

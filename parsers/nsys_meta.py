@@ -167,6 +167,17 @@ def _read_meta(info: ExportInfo, db: sqlite3.Connection) -> None:
     info.recorded_rank = _recorded_rank(info.meta)
 
 
+def capture_facts(meta: list[tuple[str, str]]) -> dict[str, str | int | None]:
+    """The store's ``capture`` facts the export states: host, the wall clock of timeline 0 (the session's
+    start, facts §2.7), and a start trigger or delay (``--capture-range``, ``--delay``)."""
+    values = dict(meta)
+    base, delay_ms = values.get(SESSION_START_KEY, ""), values.get("START_DELAY_MS", "")
+    return {"host": values.get("Hostname") or values.get("EXPORT_HOST"),
+            "wall_clock_base_ns": int(base) if base.isdigit() else None,
+            "start_trigger": values.get("START_TRIGGER"),
+            "start_delay_ns": int(delay_ms) * 1_000_000 if delay_ms.isdigit() else None}
+
+
 def _capture_command(capture: dict[str, str]) -> str | None:
     """The first launched process's command line, shell-quoted, from META_DATA_CAPTURE."""
     for n in range(64):

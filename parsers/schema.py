@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import duckdb
 
-STORE_SCHEMA_VERSION = 4  # 3: nsys exports store one rank per GPU process; op_shapes. 4: collectives
+STORE_SCHEMA_VERSION = 5  # 3: nsys exports store one rank per GPU process; op_shapes. 4: collectives. 5: capture,
+# ranges.kind
 
 # Names the whole tool agrees on (readers, store views and analyses import them from here).
 PROFILER_STEP_REGEX = r"^ProfilerStep#(\d+)\n?$"  # torch.profiler's step annotation; group 1 is the step number
@@ -21,8 +22,18 @@ TABLES: dict[str, str] = {
         rank INTEGER, source_path VARCHAR, source_format VARCHAR, format_version VARCHAR,
         product_version VARCHAR, capture_command VARCHAR, start_ns BIGINT, end_ns BIGINT
     """,
-    # Free-form key/value metadata copied from the input (export metadata, distributedInfo, ...).
+    # Free-form key/value metadata copied from the input (export metadata, distributedInfo, ...), for `info`
+    # and people: no analysis reads it (the facts an analysis needs are in ``capture``, in one form).
     "trace_meta": "rank INTEGER, key VARCHAR, value VARCHAR",
+    # What the capture says of itself, format-neutral: one row per rank a file holds (``write_capture``).
+    # world_size: as the job recorded it; host: the recording host's name; wall_clock_base_ns: the Unix-epoch
+    # time of the timeline's zero (wall clock = base + t), NULL when unknown; start_trigger / start_delay_ns:
+    # how the capture was started when not with the process ('Immediate' or NULL: with it); rank_source:
+    # 'recorded' (the file names its ranks), 'process_order' (numbered by the reader), NULL (none named).
+    "capture": """
+        rank INTEGER, world_size INTEGER, host VARCHAR, wall_clock_base_ns BIGINT, start_trigger VARCHAR,
+        start_delay_ns BIGINT, rank_source VARCHAR
+    """,
     # What the reader could not read or chose to skip: one row per kind of problem.
     "read_notes": "rank INTEGER, kind VARCHAR, count BIGINT, detail VARCHAR",
     "devices": """
@@ -53,13 +64,14 @@ TABLES: dict[str, str] = {
         name VARCHAR, raw_name VARCHAR, api VARCHAR, correlation_id BIGINT, is_duplicate BOOLEAN
     """,
     # Host-side ranges: NVTX push/pop and start/end ranges, Kineto user annotations and cpu ops.
-    # source: 'nvtx' | 'user_annotation' | 'gpu_user_annotation' | 'cpu_op' | 'python_function'.
+    # source: what the format calls it ('nvtx' | 'user_annotation' | 'gpu_user_annotation' | 'cpu_op' |
+    # 'python_function' | ...); kind: what it is, whatever the format (RANGE_KINDS), the column analyses read.
     # style: 'PushPop' | 'StartEnd'. end_ns is NULL for a range that never ended.
     # device_id/stream_id are set for GPU-side annotations only.
     "ranges": """
         rank INTEGER, pid BIGINT, tid BIGINT, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT,
         name VARCHAR, domain VARCHAR, source VARCHAR, style VARCHAR, end_tid BIGINT,
-        device_id INTEGER, stream_id BIGINT
+        device_id INTEGER, stream_id BIGINT, kind VARCHAR
     """,
     # Input shapes (Kineto ``Input Dims``, JSON text) of attention cpu ops: the batch, query and key lengths
     # a trace states where no engine annotation does (tracekit.analysis.fit).
@@ -77,6 +89,9 @@ TABLES: dict[str, str] = {
 }
 
 EVENT_TABLES = ("kernels", "memops", "api_calls", "ranges")
+# ranges.kind: a user range (NVTX/roctx push-pop or start-end, torch record_function), a GPU-side annotation, a
+# framework op (a PyTorch cpu op, an XLA op), a Python function.
+RANGE_KINDS = ("range", "gpu_range", "op", "python")
 # read_notes kind of a capture without GPU activity (its detail: why, and what to capture instead). Such a
 # file is stored, so `info` describes it; the analysis refuses it with that detail.
 NO_GPU_ACTIVITY = "no_gpu_activity"
@@ -86,4 +101,13 @@ def create_tables(con: duckdb.DuckDBPyConnection) -> None:
     """Create every store table, empty, in ``con``."""
     for name, columns in TABLES.items():
         con.execute(f"CREATE TABLE {name} ({columns})")
+
+
+def write_capture(con: duckdb.DuckDBPyConnection, rank: int | None, *, world_size: int | None = None,
+                  host: str | None = None, wall_clock_base_ns: int | None = None, start_trigger: str | None = None,
+                  start_delay_ns: int | None = None, rank_source: str | None = None) -> None:
+    """The ``capture`` row of one rank of the file (a reader calls it once per rank it writes)."""
+    con.execute("INSERT INTO capture VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [rank, world_size, host or None, wall_clock_base_ns, start_trigger or None, start_delay_ns,
+                 rank_source])
 

@@ -90,8 +90,7 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
                                   "kernels (traced per node)"))
     no_ranges = con.execute("""
         SELECT t.rank FROM trace_info t
-        WHERE NOT EXISTS (SELECT 1 FROM ranges r WHERE r.rank = t.rank AND r.source IN
-                          ('nvtx', 'user_annotation', 'gpu_user_annotation'))
+        WHERE NOT EXISTS (SELECT 1 FROM ranges r WHERE r.rank = t.rank AND r.kind IN ('range', 'gpu_range'))
         ORDER BY t.rank
     """).fetchall()
     for (rank,) in no_ranges:
@@ -158,12 +157,10 @@ def _late_starts(con: duckdb.DuckDBPyConnection) -> list[tuple[int, str]]:
     probes = [("""
         SELECT rank, 'ProfilerStep#' || min(step) FROM profiler_steps GROUP BY rank HAVING min(step) > 0""", {}), ("""
         SELECT rank, 'a ' || coalesce(nullif(trigger, 'Immediate'), 'delayed') || ' start' FROM (
-            SELECT rank, max(value) FILTER (WHERE key = 'START_TRIGGER') AS trigger,
-                   max(TRY_CAST(value AS BIGINT)) FILTER (WHERE key = 'START_DELAY_MS') AS delay_ms
-            FROM trace_meta GROUP BY rank)
-        WHERE coalesce(trigger, 'Immediate') <> 'Immediate' OR coalesce(delay_ms, 0) > 0""", {}), ("""
+            SELECT rank, max(start_trigger) AS trigger, max(start_delay_ns) AS delay_ns FROM capture GROUP BY rank)
+        WHERE coalesce(trigger, 'Immediate') <> 'Immediate' OR coalesce(delay_ns, 0) > 0""", {}), ("""
         SELECT DISTINCT rank, 'a serving engine''s profiler start (its step annotations)' FROM ranges
-        WHERE source IN ('nvtx', 'user_annotation') AND regexp_matches(name, $engine)""",
+        WHERE kind = 'range' AND regexp_matches(name, $engine)""",
         {"engine": ENGINE_STEP_REGEX}), ("""
         SELECT DISTINCT rank, 'a serving engine''s profiler start (process ' || name || ')' FROM processes
         WHERE regexp_matches(name, $engine)""", {"engine": ENGINE_PROCESS_REGEX}), ("""

@@ -110,9 +110,9 @@ def _metadata_sql(comm: list[str]) -> str:
         rpc AS (SELECT pid, tid, start_ns, end_ns, collective, group_name, group_ranks, seq, in_nelems, out_nelems,
                        dtype FROM collectives WHERE rank = $rank AND source = 'record_param_comms'),
         nv AS (SELECT pid, tid, start_ns, coalesce(end_ns, start_ns) AS end_ns, name FROM ranges
-               WHERE rank = $rank AND source = 'nvtx' AND regexp_matches(name, '{_NCCL_CALL}')),
+               WHERE rank = $rank AND kind = 'range' AND regexp_matches(name, '{_NCCL_CALL}')),
         ng AS (SELECT pid, tid, start_ns FROM ranges
-               WHERE rank = $rank AND source = 'nvtx' AND name = 'ncclGroupStart')
+               WHERE rank = $rank AND kind = 'range' AND name = 'ncclGroupStart')
         SELECT kl.start_ns, kl.end_ns, kl.stream_id, kl.class,
             coalesce(ka.collective, CASE WHEN kl.launch_ns <= r.end_ns THEN r.collective END) AS collective,
             CASE WHEN kl.launch_ns <= nv.end_ns OR nv.start_ns >= ng.start_ns THEN nv.name END AS nccl_call,

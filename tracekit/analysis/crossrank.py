@@ -25,10 +25,10 @@ from tracekit.analysis.clocks import median_ns, medians_without_each
 from tracekit.analysis.collectives import MATCHED, Matching, match
 from tracekit.analysis.commlog import CollectiveLog
 from tracekit.analysis.device import DeviceAnalysis
-from tracekit.analysis.network import gpu_for, network_rows
+from tracekit.analysis.gpu import TraceGpu, gpu_spec, identify
+from tracekit.analysis.network import network_rows
 from tracekit.analysis.stragglers import Blame, Waits, blame, cause_of, waits
 
-EPOCH_NS = 10**18  # a timeline past 2001 in ns is a wall clock (Kineto's epoch microseconds)
 PER_STEP_ROWS = 100
 
 
@@ -41,31 +41,25 @@ class RankMeta:
     world_size: dict[int, int]  # rank -> world size its file names
     host: dict[int, str]
     wall_base_ns: dict[int, int]
-    device_names: list[str]
+    gpu: TraceGpu  # the capture's GPU, as tracekit.analysis.gpu identifies it
 
     @classmethod
     def load(cls, con: duckdb.DuckDBPyConnection) -> RankMeta:
         rows = con.execute("""
-            SELECT i.source_path, list(DISTINCT i.rank ORDER BY i.rank), min(i.source_format), min(i.start_ns),
-                max(CASE WHEN m.key = 'distributedInfo.world_size' THEN m.value END),
-                max(CASE WHEN m.key IN ('Hostname', 'EXPORT_HOST') THEN m.value END),
-                max(CASE WHEN m.key = 'TARGET_INFO_SESSION_START_TIME.utcEpochNs' THEN m.value END)
-            FROM trace_info i LEFT JOIN trace_meta m ON m.rank = i.rank GROUP BY ALL ORDER BY 2
+            SELECT i.source_path, list(DISTINCT i.rank ORDER BY i.rank), max(c.world_size), max(c.host),
+                max(c.wall_clock_base_ns)
+            FROM trace_info i LEFT JOIN capture c ON c.rank = i.rank GROUP BY ALL ORDER BY 2
         """).fetchall()
-        meta = cls({}, {}, {}, {}, [])
-        for path, ranks, fmt, start, ws, hostname, session in rows:
-            base = (int(session) if fmt == "nsys" and session is not None and str(session).isdigit()
-                    else 0 if fmt == "kineto" and start is not None and start >= EPOCH_NS else None)
+        meta = cls({}, {}, {}, {}, identify(con))
+        for path, ranks, ws, hostname, base in rows:
             for rank in ranks:
                 meta.file_of[rank] = str(path)
-                if ws is not None and str(ws).isdigit():
+                if ws is not None:
                     meta.world_size[rank] = int(ws)
                 if hostname:
                     meta.host[rank] = str(hostname)
                 if base is not None:
-                    meta.wall_base_ns[rank] = base
-        meta.device_names = [r[0] for r in con.execute("SELECT DISTINCT name FROM devices WHERE name IS NOT NULL")
-                             .fetchall()]
+                    meta.wall_base_ns[rank] = int(base)
         return meta
 
 
@@ -277,7 +271,7 @@ def _section(results: list[DeviceAnalysis], logs: list[CollectiveLog], matching:
                      "late_ns": median_ns(b.late_ns) if b.late_ns else 0, "cause": cause_of(b)}
     counts = matching.counts()
     methods = sorted({m for m, st in zip(matching.method, matching.status.tolist(), strict=True) if st == MATCHED})
-    gpu = gpu_for(hardware_key, meta.device_names)
+    gpu = gpu_spec(hardware_key, meta.gpu)
     return {
         "participants": n, "devices_per_rank": max(sum(1 for r in results if r.rank == x.rank) for x in results),
         "instances": counts, "methods": methods, "name_sources": _name_sources(logs, w),

@@ -1,12 +1,12 @@
 """Does a config describe this capture? Its GPU and operating point, checked against what the trace records.
 
 A verdict compares a measured step with the floor of a config, so the config must describe the capture:
-- **Hardware.** The GPU is identified from the trace (Kineto ``deviceProperties``, nsys ``TARGET_INFO_GPU``):
-  by its name where the trace gives one, else by vendor, SM/CU count, memory and compute capability
-  (``gpu_identity.toml``). Another GPU or vendor than the config's is a reason for ``inconclusive``; a trace
-  with no device information gets the note "hardware not checked"; a trace whose device information
-  contradicts itself (an NVIDIA name on a HIP trace, an SM count the named GPU does not have) gets a caveat.
-- **World size.** ``distributedInfo.world_size`` against the config's ``n_gpus``.
+- **Hardware.** The capture's GPU as ``tracekit.analysis.gpu`` identifies it from the store's devices (by name,
+  else by vendor, SM/CU count, memory and compute capability). Another GPU or vendor than the config's is a
+  reason for ``inconclusive``; a trace with no device information gets the note "hardware not checked"; a
+  trace whose device information contradicts itself (an NVIDIA name on a HIP trace, an SM count the named
+  GPU does not have) gets a caveat.
+- **World size.** the capture's recorded world size against the config's ``n_gpus``.
 - **Operating point.** Phase, batch and context from the serving engine's step annotations (vLLM's
   ``execute_[T_]context_N(...)_generation_M(...)``, SGLang's ``step[DECODE bs=N]``; see ``parse_step_name``)
   or, for training, from autograd/optimizer ops. Another phase is a reason. Batch and context within
@@ -19,117 +19,18 @@ from __future__ import annotations
 import json
 import re
 import statistics
-import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from typing import Any
 
 import duckdb
 
+from tracekit.analysis.gpu import TraceGpu, identify
 from tracekit.analysis.steps import ENGINE_STEP_REGEX
+from tracekit.floor import gpu_identities
 
 MISMATCH_FACTOR = 2.0  # trace vs config batch or context beyond this ratio: the config is for another point
-MEMORY_TOLERANCE = 0.05  # reported memory within 5% of the identity's counts as the same GPU
-NVIDIA_WORDS = frozenset({"nvidia", "tesla", "geforce", "quadro", "rtx", "gtx"})
-AMD_WORDS = frozenset({"amd", "instinct", "radeon"})
 TRAINING_OPS_REGEX = r"^autograd::engine::evaluate_function|^Optimizer\.step#|Backward[0-9]*$"
-
-
-def _tokens(name: str) -> set[str]:
-    return {t for t in re.split(r"[^a-z0-9]+", name.lower()) if t}
-
-
-@cache
-def gpu_identities() -> dict[str, dict[str, Any]]:
-    """Catalog key -> how that GPU shows itself in a trace (``gpu_identity.toml``)."""
-    text = resources.files("tracekit.analysis").joinpath("gpu_identity.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
-
-
-@dataclass(frozen=True)
-class TraceGpu:
-    """What the trace says about the GPUs that ran its kernels, and the catalog GPU that is (None: unknown)."""
-
-    names: tuple[str, ...]
-    vendor: str | None
-    sm_count: int | None
-    memory_bytes: int | None
-    compute: str | None
-    key: str | None
-    evidence: str  # 'name', 'properties' or '' (not identified)
-    contradictions: tuple[str, ...] = ()
-
-    def describe(self) -> str:
-        props = [f"{self.sm_count} {'CUs' if self.vendor == 'amd' else 'SMs'}" if self.sm_count else "",
-                 f"{self.memory_bytes / 2**30:.0f} GiB" if self.memory_bytes else "",
-                 f"compute {self.compute}" if self.compute else ""]
-        head = ", ".join(self.names) or (f"an unnamed {self.vendor.upper()} GPU" if self.vendor else "an unnamed GPU")
-        return f"{head} ({', '.join(p for p in props if p)})" if any(props) else head
-
-
-def trace_gpu(con: duckdb.DuckDBPyConnection) -> TraceGpu:
-    """The GPU of the capture: properties of the devices that ran kernels (else of every listed device)."""
-    rows = con.execute("""
-        WITH used AS (SELECT DISTINCT rank, device_id FROM kernels),
-             d AS (SELECT d.*, (d.rank, d.device_id) IN (SELECT (rank, device_id) FROM used) AS ran FROM devices d),
-             props AS (SELECT * FROM d WHERE ran AND (sm_count IS NOT NULL OR nullif(trim(name), '') IS NOT NULL))
-        SELECT nullif(trim(name), ''), vendor, sm_count, memory_bytes, compute_major, compute_minor FROM props
-        UNION ALL
-        SELECT nullif(trim(name), ''), vendor, sm_count, memory_bytes, compute_major, compute_minor FROM d
-        WHERE NOT EXISTS (SELECT 1 FROM props) AND (sm_count IS NOT NULL OR nullif(trim(name), '') IS NOT NULL)
-    """).fetchall()
-    vendors = {str(r[0]).lower() for r in con.execute("SELECT DISTINCT vendor FROM devices WHERE vendor IS NOT NULL")
-               .fetchall()}
-    names = tuple(sorted({r[0] for r in rows if r[0]}))
-    vendor = next(iter(vendors)) if len(vendors) == 1 else None
-
-    def common(i: int) -> Any:
-        values = [r[i] for r in rows if r[i] is not None]
-        return statistics.mode(values) if values else None
-
-    major, minor = common(4), common(5)
-    compute = f"{major}.{minor}" if major is not None and minor is not None else None
-    sm_count, memory = common(2), common(3)
-    key, evidence = _identify(names, vendor, sm_count, memory, compute)
-    contradictions = _contradictions(names, vendor, key if evidence == "name" else None, sm_count)
-    return TraceGpu(names, vendor, sm_count, memory, compute, key, evidence, tuple(contradictions))
-
-
-def _identify(names: tuple[str, ...], vendor: str | None, sm_count: int | None, memory: int | None,
-              compute: str | None) -> tuple[str | None, str]:
-    """(catalog key, evidence): by name when the trace names one model, else by matching properties."""
-    ids = gpu_identities()
-    if names:
-        keys = {k for n in names for k, i in ids.items() if _tokens(n) & set(i["names"])}
-        return (keys.pop(), "name") if len(keys) == 1 and len(names) == 1 else (None, "")
-    if sm_count is None:
-        return None, ""
-    fits = [k for k, i in ids.items() if i.get("sm_count") == sm_count
-            and (vendor is None or i["vendor"] == vendor)
-            and (compute is None or i.get("compute") in (None, compute))
-            and (memory is None or "memory_gib" not in i
-                 or abs(memory / 2**30 - i["memory_gib"]) <= MEMORY_TOLERANCE * i["memory_gib"])]
-    return (fits[0], "properties") if len(fits) == 1 else (None, "")
-
-
-def _contradictions(names: tuple[str, ...], vendor: str | None, named_key: str | None,
-                    sm_count: int | None) -> list[str]:
-    """Device information that disagrees with itself: a brand in the name against the vendor of the trace's
-    runtime, or an SM/CU count the named GPU does not have."""
-    out = []
-    for n in names:
-        brand = ("nvidia" if _tokens(n) & NVIDIA_WORDS else "amd" if _tokens(n) & AMD_WORDS else None)
-        if brand and vendor and brand != vendor:
-            out.append(f"the device name '{n}' is an {brand.upper()} GPU but the trace was recorded by the "
-                       f"{vendor.upper()} runtime: its device information contradicts itself, so the hardware "
-                       "check trusts neither")
-    expected = gpu_identities().get(named_key or "", {}).get("sm_count")
-    if expected and sm_count and expected != sm_count:
-        out.append(f"the device is named {named_key} but reports {sm_count} SMs/CUs ({named_key} has {expected}): "
-                   "a partitioned or misreported device")
-    return out
 
 
 @dataclass(frozen=True)
@@ -218,7 +119,7 @@ def trace_point(con: duckdb.DuckDBPyConnection) -> OperatingPoint | None:
     context over the steps that state them), else training when autograd/optimizer ops ran, else the input
     shapes of its attention ops."""
     names = [r[0] for r in con.execute("""
-        SELECT name FROM ranges WHERE source IN ('nvtx', 'user_annotation') AND regexp_matches(name, $engine)
+        SELECT name FROM ranges WHERE kind = 'range' AND regexp_matches(name, $engine)
     """, {"engine": ENGINE_STEP_REGEX}).fetchall()]
     points = [p for p in map(parse_step_name, names) if p is not None and p.phase]
     if points:
@@ -232,16 +133,14 @@ def trace_point(con: duckdb.DuckDBPyConnection) -> OperatingPoint | None:
                               " and ".join(sorted({p.source for p in same}))
                               + f" ({len(same)} annotation{'s' if len(same) > 1 else ''})", detail)
     training = con.execute("""
-        SELECT count(*) FROM ranges WHERE source = 'cpu_op' AND regexp_matches(name, $re)
+        SELECT count(*) FROM ranges WHERE kind = 'op' AND regexp_matches(name, $re)
     """, {"re": TRAINING_OPS_REGEX}).fetchall()[0][0]
     return OperatingPoint("training", None, None, "autograd/optimizer ops") if training else _shape_point(con)
 
 
 def world_size(con: duckdb.DuckDBPyConnection) -> int | None:
-    """The job's world size as the trace records it (Kineto ``distributedInfo.world_size``)."""
-    row = con.execute("""
-        SELECT max(TRY_CAST(value AS INTEGER)) FROM trace_meta WHERE key = 'distributedInfo.world_size'
-    """).fetchall()[0]
+    """The job's world size as the trace records it (the capture facts' ``world_size``)."""
+    row = con.execute("SELECT max(world_size) FROM capture").fetchall()[0]
     return row[0]
 
 
@@ -315,7 +214,7 @@ def _compare(fit: Fit, what: str, field_name: str, traced: int | None, configure
 
 def assess(con: duckdb.DuckDBPyConnection, cfg: Any, user_overrides: dict[str, str]) -> Fit:
     """Check the config ``cfg`` (a floor DeploymentConfig with the user's overrides) against the capture."""
-    fit = Fit(trace_gpu(con), trace_point(con), world_size(con))
+    fit = Fit(identify(con), trace_point(con), world_size(con))
     _hardware(fit, cfg.hardware.key)
     if fit.world_size is None:
         fit.notes.append("world size not checked: the trace does not record it")

@@ -5,7 +5,7 @@ For every consistent instance whose message size the trace records (PyTorch's ``
 bandwidth follows nccl-tests: ``busbw = size / transfer x bus_factor(op, n)``. The catalog's achievable bus
 bandwidth for the GPU (scale-up inside a node, the NIC beyond) and the floor's time for that collective
 (``floor.collectives.gpu_collective_s``) say what the network could do. The GPU is the config's hardware,
-else the catalog GPU the capture's device names name; without one, bandwidth is reported alone.
+else the one ``tracekit.analysis.gpu`` identifies; without one, bandwidth is reported alone.
 """
 
 from __future__ import annotations
@@ -20,15 +20,6 @@ from tracekit import floor
 from tracekit.analysis.commlog import CollectiveLog
 from tracekit.analysis.stragglers import Waits
 from tracekit.floor.collectives import OPS, bus_factor, gpu_collective_s
-
-
-def gpu_for(hardware_key: str | None, device_names: list[str]) -> floor.GpuSpec | None:
-    """The config's GPU, else the one catalog GPU whose key is a whole word of every device name."""
-    if hardware_key:
-        return floor.get_gpu(hardware_key)
-    words = [set(re.split(r"[^a-z0-9]+", n.lower())) for n in device_names if n.strip()]
-    found = {k for k in floor.gpu_names() if words and all(k in w for w in words)}
-    return floor.get_gpu(found.pop()) if len(found) == 1 else None
 
 
 def _group_size(log: CollectiveLog, rec: int, members: int) -> int:

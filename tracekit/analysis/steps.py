@@ -87,7 +87,7 @@ def step_ranges(con: duckdb.DuckDBPyConnection, rank: int, regex: str) -> list[t
     """Host ranges of ``rank`` whose name matches ``regex``: (pid, start_ns, end_ns, name), by start."""
     return [tuple(r) for r in con.execute("""
         SELECT pid, start_ns, coalesce(end_ns, start_ns), name FROM ranges
-        WHERE rank = ? AND source IN ('nvtx', 'user_annotation') AND regexp_matches(name, ?)
+        WHERE rank = ? AND kind = 'range' AND regexp_matches(name, ?)
         ORDER BY start_ns, coalesce(end_ns, start_ns), pid, name
     """, [rank, regex]).fetchall()]
 
@@ -272,7 +272,7 @@ def step_candidates(con: duckdb.DuckDBPyConnection, limit: int = 10) -> list[dic
         SELECT regexp_replace(name, '[0-9]+', '{PLACEHOLDER}', 'g') AS pattern, count(*) AS count,
                count(DISTINCT rank) AS ranks, median(dur_ns)::BIGINT AS median_ns, min(name) AS example,
                bool_or(regexp_matches(name, $engine)) AS engine, bool_or(regexp_matches(name, $profiler)) AS profiler
-        FROM ranges WHERE source IN ('nvtx', 'user_annotation') AND end_ns IS NOT NULL
+        FROM ranges WHERE kind = 'range' AND end_ns IS NOT NULL
           AND NOT regexp_matches(name, $per_op)
         GROUP BY pattern ORDER BY count DESC, median_ns DESC, pattern LIMIT $limit
     """, {"engine": ENGINE_STEP_REGEX, "profiler": PROFILER_STEP_REGEX, "per_op": PER_OP_RANGE_REGEX,

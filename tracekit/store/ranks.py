@@ -28,8 +28,8 @@ def assign_ranks(con: duckdb.DuckDBPyConnection,
     for i in range(len(results)):
         locals_.append([r[0] for r in con.execute(f"SELECT DISTINCT rank FROM f{i}.trace_info ORDER BY rank")
                         .fetchall()] or [None])
-        numbered.append(con.execute(f"SELECT count(*) FROM f{i}.trace_meta WHERE key = 'rank_source' "
-                                    "AND value = 'process_order'").fetchone()[0] > 0)
+        numbered.append(con.execute(f"SELECT count(*) FROM f{i}.capture WHERE rank_source = 'process_order'")
+                        .fetchone()[0] > 0)
     claimed = {r for own, by_order in zip(locals_, numbered, strict=True) if not by_order for r in own
                if r is not None}
     free = (r for r in range(sum(map(len, locals_)) + len(claimed)) if r not in claimed)
