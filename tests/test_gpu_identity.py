@@ -12,6 +12,7 @@ import pytest
 from tracekit import floor
 from tracekit.analysis.gpu import gpu_spec, identify
 from tracekit.parsers.schema import create_tables
+from tracekit.store.views import create_views
 
 
 def _data(name: str) -> dict:
@@ -37,6 +38,7 @@ def _store(name: str | None, sm_count: int | None, memory_bytes: int | None, maj
     con.execute("INSERT INTO devices VALUES (0, 0, ?, ?, ?, NULL, ?, ?, ?)",
                 [name, sm_count, memory_bytes, major, minor, vendor])
     con.execute("INSERT INTO kernels (rank, device_id, start_ns, end_ns, dur_ns, name) VALUES (0, 0, 0, 1, 1, 'k')")
+    create_views(con)
     return con
 
 

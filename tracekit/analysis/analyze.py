@@ -80,9 +80,7 @@ def _gpu_models(con: duckdb.DuckDBPyConnection) -> dict[int, list[str]]:
     """Per rank, the GPU models that ran its kernels (what `diff` compares across captures)."""
     out: dict[int, list[str]] = defaultdict(list)
     for rank, name in con.execute("""
-        SELECT DISTINCT d.rank, trim(d.name) FROM devices d
-        WHERE coalesce(trim(d.name), '') <> ''
-          AND EXISTS (SELECT 1 FROM kernels k WHERE k.rank = d.rank AND k.device_id = d.device_id)
+        SELECT DISTINCT rank, trim(name) FROM used_devices WHERE coalesce(trim(name), '') <> ''
         ORDER BY 1, 2
     """).fetchall():
         out[rank].append(name)

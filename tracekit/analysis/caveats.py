@@ -159,8 +159,8 @@ def _late_starts(con: duckdb.DuckDBPyConnection) -> list[tuple[int, str]]:
         SELECT rank, 'a ' || coalesce(nullif(trigger, 'Immediate'), 'delayed') || ' start' FROM (
             SELECT rank, max(start_trigger) AS trigger, max(start_delay_ns) AS delay_ns FROM capture GROUP BY rank)
         WHERE coalesce(trigger, 'Immediate') <> 'Immediate' OR coalesce(delay_ns, 0) > 0""", {}), ("""
-        SELECT DISTINCT rank, 'a serving engine''s profiler start (its step annotations)' FROM ranges
-        WHERE kind = 'range' AND regexp_matches(name, $engine)""",
+        SELECT DISTINCT rank, 'a serving engine''s profiler start (its step annotations)' FROM user_ranges
+        WHERE regexp_matches(name, $engine)""",
         {"engine": ENGINE_STEP_REGEX}), ("""
         SELECT DISTINCT rank, 'a serving engine''s profiler start (process ' || name || ')' FROM processes
         WHERE regexp_matches(name, $engine)""", {"engine": ENGINE_PROCESS_REGEX}), ("""

@@ -102,17 +102,17 @@ def _metadata_sql(comm: list[str]) -> str:
             FROM kernels k JOIN op_names n ON n.name = k.name AND NOT n.is_memop
             WHERE k.rank = $rank AND k.device_id = $device AND n.class IN ({classes})),
         l AS (SELECT pid, correlation_id, arg_min({{'tid': tid, 'start_ns': start_ns}}, start_ns) AS c
-              FROM api_calls WHERE rank = $rank AND NOT is_duplicate
+              FROM launches WHERE rank = $rank
                 AND correlation_id IN (SELECT correlation_id FROM ck) GROUP BY pid, correlation_id),
         kl AS (SELECT ck.*, l.c.tid AS tid, coalesce(l.c.start_ns, -1) AS launch_ns
                FROM ck LEFT JOIN l USING (pid, correlation_id)),
         ka AS (SELECT * FROM collectives WHERE rank = $rank AND source = 'kernel' AND device_id = $device),
         rpc AS (SELECT pid, tid, start_ns, end_ns, collective, group_name, group_ranks, seq, in_nelems, out_nelems,
                        dtype FROM collectives WHERE rank = $rank AND source = 'record_param_comms'),
-        nv AS (SELECT pid, tid, start_ns, coalesce(end_ns, start_ns) AS end_ns, name FROM ranges
-               WHERE rank = $rank AND kind = 'range' AND regexp_matches(name, '{_NCCL_CALL}')),
-        ng AS (SELECT pid, tid, start_ns FROM ranges
-               WHERE rank = $rank AND kind = 'range' AND name = 'ncclGroupStart')
+        nv AS (SELECT pid, tid, start_ns, coalesce(end_ns, start_ns) AS end_ns, name FROM user_ranges
+               WHERE rank = $rank AND regexp_matches(name, '{_NCCL_CALL}')),
+        ng AS (SELECT pid, tid, start_ns FROM user_ranges
+               WHERE rank = $rank AND name = 'ncclGroupStart')
         SELECT kl.start_ns, kl.end_ns, kl.stream_id, kl.class,
             coalesce(ka.collective, CASE WHEN kl.launch_ns <= r.end_ns THEN r.collective END) AS collective,
             CASE WHEN kl.launch_ns <= nv.end_ns OR nv.start_ns >= ng.start_ns THEN nv.name END AS nccl_call,

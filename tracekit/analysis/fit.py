@@ -119,7 +119,7 @@ def trace_point(con: duckdb.DuckDBPyConnection) -> OperatingPoint | None:
     context over the steps that state them), else training when autograd/optimizer ops ran, else the input
     shapes of its attention ops."""
     names = [r[0] for r in con.execute("""
-        SELECT name FROM ranges WHERE kind = 'range' AND regexp_matches(name, $engine)
+        SELECT name FROM user_ranges WHERE regexp_matches(name, $engine)
     """, {"engine": ENGINE_STEP_REGEX}).fetchall()]
     points = [p for p in map(parse_step_name, names) if p is not None and p.phase]
     if points:

@@ -46,8 +46,8 @@ class HostActivity:
             params |= {"lo": lo, "hi": hi}
         # The sync regex runs once per distinct API name, not once per call.
         rows = con.sql(f"""
-            WITH calls AS (SELECT pid, tid, start_ns, end_ns, name FROM api_calls
-                           WHERE rank = $rank AND NOT is_duplicate AND {span}),
+            WITH calls AS (SELECT pid, tid, start_ns, end_ns, name FROM launches
+                           WHERE rank = $rank AND {span}),
                  sync_names AS (SELECT name, regexp_matches(name, $sync) AS is_sync
                                 FROM (SELECT DISTINCT name FROM calls))
             SELECT c.pid, c.tid, c.start_ns, c.end_ns, coalesce(s.is_sync, FALSE) AS is_sync
@@ -133,8 +133,8 @@ def gap_context(con: duckdb.DuckDBPyConnection, rank: int, pid: int, tid: int, s
     params = {"rank": rank, "pid": pid, "tid": tid, "s": start_ns, "e": end_ns}
     overlap = "least(coalesce(end_ns, start_ns), $e) - greatest(start_ns, $s)"
     api = con.execute(f"""
-        SELECT name FROM api_calls
-        WHERE rank = $rank AND pid = $pid AND tid = $tid AND NOT is_duplicate AND start_ns < $e AND end_ns > $s
+        SELECT name FROM launches
+        WHERE rank = $rank AND pid = $pid AND tid = $tid AND start_ns < $e AND end_ns > $s
         ORDER BY {overlap} DESC, start_ns LIMIT 1
     """, params).fetchall()
     rng = con.execute(f"""

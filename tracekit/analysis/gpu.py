@@ -52,12 +52,10 @@ class TraceGpu:
 def identify(con: duckdb.DuckDBPyConnection) -> TraceGpu:
     """The GPU of the capture: properties of the devices that ran kernels (else of every listed device)."""
     rows = con.execute("""
-        WITH used AS (SELECT DISTINCT rank, device_id FROM kernels),
-             d AS (SELECT d.*, (d.rank, d.device_id) IN (SELECT (rank, device_id) FROM used) AS ran FROM devices d),
-             props AS (SELECT * FROM d WHERE ran AND (sm_count IS NOT NULL OR nullif(trim(name), '') IS NOT NULL))
+        WITH props AS (SELECT * FROM used_devices WHERE sm_count IS NOT NULL OR nullif(trim(name), '') IS NOT NULL)
         SELECT nullif(trim(name), ''), vendor, sm_count, memory_bytes, compute_major, compute_minor FROM props
         UNION ALL
-        SELECT nullif(trim(name), ''), vendor, sm_count, memory_bytes, compute_major, compute_minor FROM d
+        SELECT nullif(trim(name), ''), vendor, sm_count, memory_bytes, compute_major, compute_minor FROM devices
         WHERE NOT EXISTS (SELECT 1 FROM props) AND (sm_count IS NOT NULL OR nullif(trim(name), '') IS NOT NULL)
     """).fetchall()
     vendors = {str(r[0]).lower() for r in con.execute("SELECT DISTINCT vendor FROM devices WHERE vendor IS NOT NULL")

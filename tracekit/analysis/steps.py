@@ -86,8 +86,8 @@ def device_extent(con: duckdb.DuckDBPyConnection, rank: int, device_id: int) -> 
 def step_ranges(con: duckdb.DuckDBPyConnection, rank: int, regex: str) -> list[tuple[int, int, int, str]]:
     """Host ranges of ``rank`` whose name matches ``regex``: (pid, start_ns, end_ns, name), by start."""
     return [tuple(r) for r in con.execute("""
-        SELECT pid, start_ns, coalesce(end_ns, start_ns), name FROM ranges
-        WHERE rank = ? AND kind = 'range' AND regexp_matches(name, ?)
+        SELECT pid, start_ns, coalesce(end_ns, start_ns), name FROM user_ranges
+        WHERE rank = ? AND regexp_matches(name, ?)
         ORDER BY start_ns, coalesce(end_ns, start_ns), pid, name
     """, [rank, regex]).fetchall()]
 
@@ -177,8 +177,8 @@ def _graph_steps(con: duckdb.DuckDBPyConnection, rank: int, device_id: int,
     synchronising calls (a forward ends by reading its sampled tokens back), keyed by the end of the sync
     before them (-1 before the first)."""
     syncs = con.sql("""
-        SELECT DISTINCT pid, end_ns FROM api_calls
-        WHERE rank = $rank AND NOT is_duplicate AND regexp_matches(name, $sync) ORDER BY pid, end_ns
+        SELECT DISTINCT pid, end_ns FROM launches
+        WHERE rank = $rank AND regexp_matches(name, $sync) ORDER BY pid, end_ns
     """, params={"rank": rank, "sync": SYNC_API_REGEX}).to_arrow_table()
     con.register("step_sync_ends", syncs)
     try:
@@ -272,7 +272,7 @@ def step_candidates(con: duckdb.DuckDBPyConnection, limit: int = 10) -> list[dic
         SELECT regexp_replace(name, '[0-9]+', '{PLACEHOLDER}', 'g') AS pattern, count(*) AS count,
                count(DISTINCT rank) AS ranks, median(dur_ns)::BIGINT AS median_ns, min(name) AS example,
                bool_or(regexp_matches(name, $engine)) AS engine, bool_or(regexp_matches(name, $profiler)) AS profiler
-        FROM ranges WHERE kind = 'range' AND end_ns IS NOT NULL
+        FROM user_ranges WHERE end_ns IS NOT NULL
           AND NOT regexp_matches(name, $per_op)
         GROUP BY pattern ORDER BY count DESC, median_ns DESC, pattern LIMIT $limit
     """, {"engine": ENGINE_STEP_REGEX, "profiler": PROFILER_STEP_REGEX, "per_op": PER_OP_RANGE_REGEX,

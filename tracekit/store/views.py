@@ -40,6 +40,14 @@ VIEWS: dict[str, str] = {
                pid, correlation_id
         FROM memops
     """,
+    # User ranges, whatever the format wrote them as (NVTX, roctx, record_function): what step markers, engine
+    # annotations and collective calls are found in.
+    "user_ranges": "SELECT * FROM ranges WHERE kind = 'range'",
+    # Devices that ran kernels (a capture's device list can name idle GPUs of the node).
+    "used_devices": """
+        SELECT d.* FROM devices d
+        WHERE EXISTS (SELECT 1 FROM kernels k WHERE k.rank = d.rank AND k.device_id = d.device_id)
+    """,
     # PyTorch profiler step annotations with their step number.
     "profiler_steps": f"""
         SELECT rank, pid, start_ns, end_ns, name,
