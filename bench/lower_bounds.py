@@ -96,10 +96,12 @@ def _gemm_fp8(gpu: str, m: int, n: int, k: int) -> Bound:
     return Bound(t.time_s * 1e9, (t.compute_s + t.hbm_s) * 1e9)
 
 
-def _collective(gpu: str, kind: str, size: float, n: int, top_k: int = 1) -> Bound:
-    """One collective among n GPUs at line rate (NVLS where faster), as the floor's class parts count it."""
+def _collective(gpu: str, kind: str, size: float, n: int, top_k: int = 1, groups: tuple[int, int] = (0, 0)) -> Bound:
+    """One collective among n GPUs at line rate (NVLS where the GPU has it and it is faster), as the floor's
+    class parts count it; groups: (n_group, topk_group) of group-limited routing."""
     cfg = replace(load_config("qwen3-8b-tp1-h100", {"batch": "1", "context_tokens": "1"}), hardware=get_gpu(gpu))
-    intra, nvls, inter = route_collective(kind, size, n, cfg.hardware.gpus_per_node, 1.0, top_k)
+    nvls = 1.0 if cfg.hardware.nvls_efficiency else 0.0
+    intra, nvls, inter = route_collective(kind, size, n, cfg.hardware.gpus_per_node, nvls, top_k, groups)
     raw = RawPart(kind, net_intra_bytes=intra, net_nvls_bytes=nvls, net_inter_bytes=inter, net_messages=1)
     net_s = class_times(raw, cfg, achievable=False)[2]
     return Bound(net_s * 1e9, net_s * 1e9)
@@ -123,6 +125,11 @@ FLASHMLA = "deepseek-ai/FlashMLA README (H800 SXM5, CUDA 12.8)"
 DEEPGEMM = "deepseek-ai/DeepGEMM README (2025-02), Performance: Normal GEMMs for dense models (H800, NVCC 12.8)"
 DEEPEP = ("deepseek-ai/DeepEP README, Performance: Low-latency kernels with pure RDMA (H800, CX7 400 Gb/s; 128 "
           "tokens per rank, hidden 7168, top-8, FP8 dispatch, BF16 combine)")
+DEEPEP_NORMAL = ("deepseek-ai/DeepEP README, Performance: Normal kernels with NVLink and RDMA forwarding (H800, "
+                 "CX7 400 Gb/s; 4096 tokens, hidden 7168, top-4 groups, top-8, FP8 dispatch); bytes as "
+                 "tests/test_internode.py counts them")
+LMSYS_GB200 = ("LMSYS blog 2025-09 \"Deploying DeepSeek on GB200 NVL72 with PD and large scale EP (Part II)\", "
+               "FP8 attention + NVFP4 MoE, 2000-token inputs")
 DEVICE = "this project: bench/device/results/report_b64_p2048.json (H200, docs/device-check.md)"
 
 
@@ -156,6 +163,10 @@ SERVING = [
                 "2000", "1 (?)", LMSYS_96, 1e9 * 8 / 22_300, "GPU-time per output token (D)",
                 lambda: _best_per_token("dsv3-ep144-h800", hardware="h100", n_gpus=72, tp=72, dp_attention=72,
                                         ep=72, context_tokens=2000)),
+    Measurement("sglang-gb200-decode", "DeepSeek-V3 decode, SGLang on GB200 NVL72 (13,386 output tok/s per GPU)",
+                "throughput", "deepseek-v3", "gb200", "EP48 + DP-attention 48 (decode GPUs of part I assumed)",
+                "floor's best", "2000", "1 (?)", LMSYS_GB200, 1e9 / 13_386, "GPU-time per output token (D)",
+                lambda: _best_per_token("dsv3-ep48-gb200")),
     Measurement("sglang-h100-prefill", "DeepSeek-V3 prefill, SGLang on 4 H100 nodes (50,302 tok/s per node)",
                 "throughput", "deepseek-v3", "h100", "EP32 + DP-attention 32", "32", "4096", "-", LMSYS_96,
                 1e9 * 8 / 50_302, "GPU-time per prompt token (D)",
@@ -195,6 +206,8 @@ _MLA_SPARSE_FLOPS = 128 * 2 * 2048 * 2 * 128 * (2 * 512 + 64)  # bs 128, s_q 2, 
 _FA3_FLOPS = 4 * 16384**2 * 128 * 16 / 2  # 16k tokens, 16 heads of 128, causal: 4 s^2 d h / 2
 _DISPATCH = 128 * 8 * 7168 * FP8_DISPATCH_BYTES  # all one rank sends: 128 tokens x top-8 x hidden, FP8 + scales
 _COMBINE = 128 * 8 * 7168 * 2.0  # the same in BF16
+_NVLS_H800 = 8 * 2**30  # the comment gives no size; busbw is flat at large sizes and the floor has no latency
+_NODES_TOUCHED = 4 * (1 - (3 / 4) ** 8)  # distinct nodes among top-8 experts in 4 of 8 node groups (D)
 _H200_COPY = 2 * 2**31  # a 2 GiB device-to-device copy reads and writes 2 GiB
 
 KERNELS = [
@@ -233,6 +246,16 @@ KERNELS = [
     Measurement("deepep-combine-ep16", "DeepEP low-latency combine, EP16 (195 us)", "kernel", "deepseek-v3", "h800",
                 "EP16, 2 nodes", "128 tokens/rank", "-", "-", DEEPEP, 195 * US, "published latency",
                 lambda: _collective("h800", "a2a", _COMBINE, 16, 8)),
+    Measurement("nccl-h800-nvls", "NCCL NVLS all-reduce, 8x H800, busbw 215 GB/s", "kernel", "-", "h800",
+                "8 GPUs, NVSwitch", "-", "-", "-", "NVIDIA/nccl#1374 (comment of 2024-07-24: 8x H800, NVLS)",
+                _NVLS_H800 * 2 * 7 / 8 / 215e9 * 1e9, "S x 2(n-1)/n / busbw at S = 8 GiB (D; the ratio holds at any S)",
+                lambda: _collective("h800", "allreduce", _NVLS_H800, 8)),
+    Measurement("deepep-normal-dispatch-ep64", "DeepEP normal dispatch, EP64 (51 GB/s RDMA)", "kernel", "deepseek-v3",
+                "h800", "EP64, 8 nodes", "4096 tokens/rank", "-", "-", DEEPEP_NORMAL,
+                4096 * _NODES_TOUCHED * 7168 * FP8_DISPATCH_BYTES / 51e9 * 1e9,
+                "tokens x nodes touched (4 (1 - (3/4)^8) = 3.60, local node included, as the test counts) x "
+                "7168 x (1 + 4/128) B / 51 GB/s (D)",
+                lambda: _collective("h800", "a2a", 4096 * 8 * 7168 * FP8_DISPATCH_BYTES, 64, 8, (8, 4))),
     Measurement("h200-attn-core", "cuDNN SDPA decode attention, Qwen3-8B shape, per step", "class", "qwen3-8b",
                 "h200", "1 GPU", "64", "2052", "1", DEVICE, 4_716_348, "attn_core measured_ns",
                 lambda: _device_class("attn_core")),

@@ -104,9 +104,7 @@ def ceiling(gpu: GpuSpec | str, resource: str, dtype: str = "", shape: str = "")
     spec = get_gpu(gpu) if isinstance(gpu, str) else gpu
     if resource not in RESOURCES:
         raise ConfigError(f"unknown ceiling resource '{resource}'; use one of: {', '.join(RESOURCES)}")
-    dtype = (dtype or "bf16") if resource in _COMPUTE else ""
-    if resource in _COMPUTE and spec.peak_flops_per_s(dtype) == spec.bf16_flops_per_s and dtype != "bf16":
-        dtype = "bf16"  # no unit for this dtype: it runs at the BF16 rate
+    dtype = _effective_dtype(spec, dtype) if resource in _COMPUTE else ""
     rows = [c for c in ceilings(spec) if c.resource == resource and c.dtype == dtype]
     for want in (shape, ""):
         match = [c for c in rows if c.shape == want]
@@ -116,6 +114,16 @@ def ceiling(gpu: GpuSpec | str, resource: str, dtype: str = "", shape: str = "")
         return ceiling(spec, "gemm", dtype, shape)
     peak = physical_peak(spec, resource, dtype)
     return Ceiling(spec.key, resource, dtype, shape, peak, peak, "no measured ceiling: the physical peak", False)
+
+
+def _effective_dtype(spec: GpuSpec, dtype: str) -> str:
+    """The tensor-core dtype an operand dtype runs at: FP4 without FP4 units at FP8, FP8 without FP8 at BF16,
+    anything else (fp16, bf16, "") at BF16, as GpuSpec.peak_flops_per_s times it."""
+    if dtype == "fp4" and spec.fp4_flops_per_s <= 0:
+        dtype = "fp8"
+    if dtype == "fp8" and spec.fp8_flops_per_s <= 0:
+        dtype = "bf16"
+    return dtype if dtype in ("fp8", "fp4") else "bf16"
 
 
 def attainable_s(gpu: GpuSpec, *, hbm_bytes: float = 0.0, flops: float = 0.0, flops_dtype: str = "bf16",

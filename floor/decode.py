@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from .collectives import nvls_allreduce_bytes
 from .deployment import DeploymentConfig
-from .layout import ACT_BYTES, WEIGHT_BYTES, kv_bytes_per_token_layer_gpu, kv_heads_per_gpu
+from .layout import ACT_BYTES, FP4_GEMM_DTYPES, WEIGHT_BYTES, kv_bytes_per_token_layer_gpu, kv_heads_per_gpu
 from .moe import expected_distinct_experts
+from .moe_a2a import remote_nodes_per_token
 from .result import CLASS_NAMES
 
 #: FP32 logits.
@@ -55,7 +56,7 @@ def causal_pairs(n: int, window: int | None = None) -> float:
 
 
 def collective_bytes(kind: str, size_bytes: float, n: int, gpus_per_node: int,
-                     top_k: int = 1) -> tuple[float, float]:
+                     top_k: int = 1, groups: tuple[int, int] = (0, 0)) -> tuple[float, float]:
     """Bytes one GPU moves over (scale-up, scale-out) links for one collective of n ranks.
 
     size_bytes: the buffer for allreduce, the full gathered size for allgather/reducescatter, all this GPU
@@ -63,7 +64,8 @@ def collective_bytes(kind: str, size_bytes: float, n: int, gpus_per_node: int,
     Across N = n/g nodes, hierarchical: in-node steps move 2S(g-1)/g (AR) or S(g-1)/g, the inter-node step
     2S(N-1)/n or S(N-1)/n. All-to-all under uniform routing sends S(g-1)/n in-node, and off-node each token
     once per distinct remote node holding one of its top_k experts, (N-1)(1 - (1 - 1/N)^k) of its k copies,
-    the compulsory traffic (DeepEP's normal kernels forward inside the destination node over NVLink).
+    the compulsory traffic (DeepEP's normal kernels forward inside the destination node over NVLink); with
+    group-limited routing (groups = (n_group, topk_group)) fewer nodes (moe_a2a.remote_nodes_per_token).
     """
     if n <= 1 or size_bytes <= 0:
         return 0.0, 0.0
@@ -72,7 +74,7 @@ def collective_bytes(kind: str, size_bytes: float, n: int, gpus_per_node: int,
         if n <= g:
             return size_bytes * (n - 1) / n, 0.0
         nodes = n / g
-        remote_nodes = (nodes - 1) * (1 - (1 - 1 / nodes) ** top_k)
+        remote_nodes = remote_nodes_per_token(top_k, nodes, *groups)
         return size_bytes * (g - 1) / n, size_bytes / top_k * remote_nodes
     mult = 2.0 if kind == "allreduce" else 1.0
     if n <= g:
@@ -82,14 +84,15 @@ def collective_bytes(kind: str, size_bytes: float, n: int, gpus_per_node: int,
 
 
 def route_collective(kind: str, size_bytes: float, n: int, gpus_per_node: int, nvls_eff: float,
-                     top_k: int = 1) -> tuple[float, float, float]:
+                     top_k: int = 1, groups: tuple[int, int] = (0, 0)) -> tuple[float, float, float]:
     """Bytes one GPU moves for one collective: (scale-up by ring or direct, scale-up through an NVLink SHARP
     switch, scale-out). An in-node all-reduce goes through NVLS where that is faster at `nvls_eff` of the
-    link (0: the GPU has none), as NCCL's tuner picks."""
-    intra, inter = collective_bytes(kind, size_bytes, n, gpus_per_node, top_k)
-    nvls = nvls_allreduce_bytes(size_bytes, n)
-    if kind == "allreduce" and intra and not inter and nvls_eff and nvls / nvls_eff < intra:
-        return 0.0, nvls, 0.0
+    link (0: the GPU has none), as NCCL's tuner picks; across nodes the in-node phase of the hierarchical
+    all-reduce goes through NVLS the same way (NCCL's NVLSTree), the scale-out phase unchanged."""
+    intra, inter = collective_bytes(kind, size_bytes, n, gpus_per_node, top_k, groups)
+    nvls = nvls_allreduce_bytes(size_bytes, min(n, gpus_per_node))
+    if kind == "allreduce" and intra and nvls_eff and nvls / nvls_eff < intra:
+        return 0.0, nvls, inter
     return intra, 0.0, inter
 
 
@@ -175,15 +178,17 @@ def _attention(st: _Step) -> None:
     else:
         flops_per_pair = prefill_flops_per_pair = 4 * st.heads * m.head_dim
     reqs = st.reqs
+    # an FP8 KV cache can feed FP8 tensor cores (FlashAttention-3 FP8): the bound charges its FLOPs at FP8
+    attn_dtype = "fp8" if cfg.kv_format.startswith("fp8") else "bf16"
     if st.decode:
         # every query token attends the cached tokens, read once; sliding-window layers attend
         # min(ctx, window) tokens (m.attention_spans); the step writes its q new tokens
         spans = m.attention_spans(min(ctx, topk) if topk else ctx)
-        st.add("attn_core", kv=sum(n * reqs * (att + st.q) * kv_bpt for n, att in spans),
+        st.add("attn_core", kv=sum(n * reqs * (att + st.q) * kv_bpt for n, att in spans), dtype=attn_dtype,
                flops=sum(n * reqs * st.q * att * flops_per_pair for n, att in spans), launches=n_layers)
         return
     windows = [(n, min(topk, att) if topk else att) for n, att in m.attention_spans(ctx)]
-    st.add("attn_core", kv=n_layers * reqs * ctx * kv_bpt * 2, launches=n_layers,
+    st.add("attn_core", kv=n_layers * reqs * ctx * kv_bpt * 2, launches=n_layers, dtype=attn_dtype,
            flops=sum(n * reqs * causal_pairs(ctx, w if w < ctx else None) * prefill_flops_per_pair
                      for n, w in windows))
 
@@ -223,12 +228,19 @@ def _feed_forward(st: _Step) -> None:
     exp_dtype = cfg.expert_weight_dtype or cfg.weight_dtype
     st.add("moe_experts", weight=n_moe * touched * p_exp * WEIGHT_BYTES[exp_dtype],
            act=n_moe * st.pairs_gpu * 2 * d * ab, flops=n_moe * 2 * st.pairs_gpu * p_exp,
-           dtype="fp8" if exp_dtype == "fp8" else "bf16",  # MXFP4 here is weight-only: BF16 activations
-           launches=n_moe)
+           dtype=_gemm_dtype(exp_dtype), launches=n_moe)
     if m.n_shared_experts:
         p_sh = m.n_shared_experts * m.expert_params / a
         st.add("shared_expert", weight=n_moe * p_sh * wb, act=n_moe * tok * 2 * d * ab,
                flops=n_moe * 2 * tok * p_sh, dtype=cfg.weight_dtype, launches=n_moe)
+
+
+def _gemm_dtype(weight_dtype: str) -> str:
+    """The tensor-core dtype of a GEMM on weights of this dtype: NVFP4 on FP4 units, FP8 on FP8 units, the rest
+    (BF16, weight-only MXFP4 with BF16 activations) at BF16."""
+    if weight_dtype in FP4_GEMM_DTYPES:
+        return "fp4"
+    return "fp8" if weight_dtype == "fp8" else "bf16"
 
 
 def _head_and_norms(st: _Step) -> None:
@@ -264,7 +276,8 @@ def _add_communication(cfg: DeploymentConfig, st: _Step, achievable: bool) -> No
     nvls_eff = nvls_efficiency(cfg, achievable)
 
     def coll(name: str, kind: str, size: float, n: int, count: int) -> None:
-        intra, nvls, inter = route_collective(kind, size, n, g, nvls_eff, m.experts_per_token or 1)
+        intra, nvls, inter = route_collective(kind, size, n, g, nvls_eff, m.experts_per_token or 1,
+                                              (m.n_group, m.topk_group))
         if intra or nvls or inter:
             p = parts[name]
             p.net_intra_bytes += intra * count
@@ -279,6 +292,8 @@ def _add_communication(cfg: DeploymentConfig, st: _Step, achievable: bool) -> No
         if lay.ep > 1:
             k = m.experts_per_token
             disp = FP8_DISPATCH_BYTES if cfg.weight_dtype == "fp8" else ACT_BYTES
+            if cfg.expert_weight_dtype in FP4_GEMM_DTYPES:  # FP4 GEMM inputs can be dispatched as FP4
+                disp = WEIGHT_BYTES[cfg.expert_weight_dtype]
             coll("a2a_dispatch", "a2a", tok * k * m.d_model * disp, lay.ep, m.moe_layers)
             coll("a2a_combine", "a2a", tok * k * m.d_model * ACT_BYTES, lay.ep, m.moe_layers)
         else:

@@ -27,12 +27,16 @@ class GpuSpec:
     hbm_efficiency: float
     net_latency_ns: float
     compute_efficiency_gflop: tuple[tuple[float, float], ...]
+    fp4_flops_per_s: float = 0.0  # dense FP4 (NVFP4/MXFP4 operands); 0 where there are no FP4 tensor cores
     nvls_efficiency: float = 0.0  # NVLink SHARP in-switch all-reduce; 0 where the node has none
     compute_memory_overlap: bool = True  # False: a kernel's achievable compute and memory times add (Calculon)
 
     def peak_flops_per_s(self, dtype: str) -> float:
-        """Physical dense tensor peak for a GEMM dtype; FP8 falls back to BF16 where there is no FP8 unit."""
-        if dtype == "fp8" and self.fp8_flops_per_s > 0:
+        """Physical dense tensor peak for a GEMM dtype; FP4 falls back to FP8 and FP8 to BF16 where there is no
+        such unit (the operands then run at the next wider rate)."""
+        if dtype == "fp4" and self.fp4_flops_per_s > 0:
+            return self.fp4_flops_per_s
+        if dtype in ("fp8", "fp4") and self.fp8_flops_per_s > 0:
             return self.fp8_flops_per_s
         return self.bf16_flops_per_s
 
@@ -90,6 +94,7 @@ def _catalog() -> dict[str, GpuSpec]:
             net_latency_ns=float(merged["net_latency_ns"]),
             compute_efficiency_gflop=table,
             nvls_efficiency=float(merged.get("nvls_efficiency", 0.0)),
+            fp4_flops_per_s=float(merged.get("fp4_flops_per_s", 0.0)),
             compute_memory_overlap=bool(merged.get("compute_memory_overlap", True)),
             **kwargs,
         )

@@ -10,7 +10,12 @@ from .models import ModelSpec
 
 #: bytes per weight element for the supported weight dtypes (FP8 block scales, 4 B per 128x128, ignored).
 #: MXFP4 (OCP Microscaling spec v1.0): 4-bit E2M1 values plus one 8-bit E8M0 scale per block of 32.
-WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "mxfp4": 0.5 + 1.0 / 32}
+#: NVFP4 (NVIDIA Blackwell): 4-bit E2M1 values plus one FP8 E4M3 scale per block of 16 (the per-tensor FP32 scale
+#: is negligible).
+WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "mxfp4": 0.5 + 1.0 / 32, "nvfp4": 0.5 + 1.0 / 16}
+#: expert weight dtypes whose GEMMs run on FP4 tensor cores (activations quantised to the same format); MXFP4
+#: here is weight-only (BF16 activations, as vLLM's gpt-oss MoE kernels run it)
+FP4_GEMM_DTYPES = ("nvfp4",)
 #: activations, embedding table and LM head stay BF16 in every supported configuration.
 ACT_BYTES = 2.0
 

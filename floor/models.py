@@ -43,6 +43,8 @@ class ModelSpec:
     n_routed_experts: int = 0
     experts_per_token: int = 0
     n_shared_experts: int = 0
+    n_group: int = 0  # expert groups for group-limited routing (DeepSeek n_group); 0 = none
+    topk_group: int = 0  # groups a token may route to (DeepSeek topk_group: at most 4 nodes per token)
     sliding_window: int = 0
     n_sliding_layers: int = 0
     published_params_total: float = 0.0
