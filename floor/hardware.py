@@ -27,6 +27,8 @@ class GpuSpec:
     hbm_efficiency: float
     net_latency_ns: float
     compute_efficiency_gflop: tuple[tuple[float, float], ...]
+    nvlink_hop_ns: float = 0.0  # physical one-hop latency inside the NVLink domain (the latency chain)
+    net_hop_ns: float = 0.0  # physical one-hop latency across nodes
     fp4_flops_per_s: float = 0.0  # dense FP4 (NVFP4/MXFP4 operands); 0 where there are no FP4 tensor cores
     nvls_efficiency: float = 0.0  # NVLink SHARP in-switch all-reduce; 0 where the node has none
     compute_memory_overlap: bool = True  # False: a kernel's achievable compute and memory times add (Calculon)
@@ -95,6 +97,8 @@ def _catalog() -> dict[str, GpuSpec]:
             compute_efficiency_gflop=table,
             nvls_efficiency=float(merged.get("nvls_efficiency", 0.0)),
             fp4_flops_per_s=float(merged.get("fp4_flops_per_s", 0.0)),
+            nvlink_hop_ns=float(merged["nvlink_hop_ns"]),
+            net_hop_ns=float(merged["net_hop_ns"]),
             compute_memory_overlap=bool(merged.get("compute_memory_overlap", True)),
             **kwargs,
         )

@@ -58,6 +58,7 @@ def summary_rows(result: FloorResult, placement: Placement | None = None) -> lis
         ("t_opt_ns", result.t_opt_ns),
         ("t_sum_ns", result.t_sum_ns),
         ("binding", result.binding),
+        ("latency_chain_ns", result.latency_chain_ns),
         ("attainable_ns", result.attainable_ns),
         ("stop_rule_floor", result.floor_used),
         ("expected_ns", result.expected_ns),

@@ -35,7 +35,7 @@ CLASS_NAMES: tuple[str, ...] = (
 )
 RESOURCES = ("hbm", "compute", "network")
 #: The peaks t_opt, t_sum and every class budget use: spec-sheet HBM bandwidth, dense tensor FLOP/s at the
-#: operand dtype and link line rate, with no latency terms and no efficiency factors.
+#: operand dtype, link line rate and one physical link hop per collective, with no efficiency factors.
 FLOOR_PEAK_KIND = "physical"
 
 
@@ -57,11 +57,13 @@ class ClassPart:
     net_ns: int
     expected_ns: int = 0
     attainable_ns: int = 0  # this class at the attainable ceilings (data/ceilings.toml); >= floor_ns
+    latency_ns: int = 0  # its collectives' share of the latency chain: one link hop each, physical
 
     @property
     def floor_ns(self) -> int:
-        """This class alone: max of its resource times (its lower bound, the class budget)."""
-        return max(self.hbm_ns, self.compute_ns, self.net_ns)
+        """This class alone: max of its resource times and its collectives' link latency (its lower bound, the
+        class budget)."""
+        return max(self.hbm_ns, self.compute_ns, self.net_ns, self.latency_ns)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,13 +81,15 @@ class ClassPart:
             "floor_ns": self.floor_ns,
             "expected_ns": self.expected_ns,
             "attainable_ns": self.attainable_ns,
+            "latency_ns": self.latency_ns,
         }
 
 
 @dataclass(frozen=True)
 class FloorResult:
-    """The floor of one config. t_opt = max over resources (perfect overlap); t_sum = their sum (none); both
-    at physical peaks. expected_ns: the calibrated estimate at `expected_peak_kind` peaks (not a bound)."""
+    """The floor of one config. t_opt = max over resources and the latency chain (perfect overlap); t_sum =
+    their sum (none); both at physical peaks; binding = the resource (or `latency`) that sets t_opt.
+    expected_ns: the calibrated estimate at `expected_peak_kind` peaks (not a bound)."""
 
     config: DeploymentConfig
     parts: list[ClassPart]
@@ -103,6 +107,8 @@ class FloorResult:
     expected_peak_kind: str = ""
     tokens_per_request_step: float = 1.0
     notes: list[str] = field(default_factory=list)
+    #: the chain of dependent collectives at physical link latency (one hop each): t_opt >= it
+    latency_chain_ns: int = 0
     #: each resource's time at the attainable ceilings (best measured rates, data/ceilings.toml)
     attainable_resource_ns: dict[str, int] = field(default_factory=dict)
     #: the measured ceilings those times used (floor.ceilings.Ceiling.to_dict), for the report
@@ -171,6 +177,7 @@ class FloorResult:
             "t_opt_ns": self.t_opt_ns,
             "t_sum_ns": self.t_sum_ns,
             "binding": self.binding,
+            "latency_chain_ns": self.latency_chain_ns,
             "expected_ns": self.expected_ns,
             "expected_peak_kind": self.expected_peak_kind,
             "attainable_ns": self.attainable_ns,

@@ -2,9 +2,10 @@
 calibrated estimate expected_ns beside it.
 
 The floor is a lower bound: HBM at spec-sheet bandwidth, compute at the dense tensor peak of the operand
-dtype, links at line rate, with no latency terms and no efficiency factors. The calibrated figures (HBM
-derate, size-dependent compute efficiency, NCCL busbw, 10 us per collective: data/gpus.toml [derates]) give
-`expected_ns`, what tuned kernels usually reach: reported for estimates, never used as the floor.
+dtype, links at line rate and one link hop per collective (the latency chain), no efficiency factors. The
+calibrated figures (HBM derate, size-dependent compute efficiency, NCCL busbw, 10 us per collective added on
+the critical path: data/gpus.toml [derates]) give `expected_ns`, what tuned kernels usually reach: reported for
+estimates, never used as the floor.
 """
 
 from __future__ import annotations
@@ -28,9 +29,14 @@ def class_times(raw: RawPart, cfg: DeploymentConfig, achievable: bool) -> tuple[
     up = hw.scaleup_achievable_bytes_per_s if achievable else hw.scaleup_bytes_per_s
     nvls = raw.net_nvls_bytes / (up * nvls_efficiency(cfg, achievable)) if raw.net_nvls_bytes else 0.0
     net = max(raw.net_intra_bytes / up + nvls, raw.net_inter_bytes / hw.scaleout_bytes_per_s)
-    if achievable:
-        net += raw.net_messages * hw.net_latency_ns * 1e-9
     return raw.hbm_bytes / hbm_bw, compute, net
+
+
+def chain_ns(raw: RawPart, cfg: DeploymentConfig) -> int:
+    """One class's share of the latency chain: each of its collectives is one hop of the slowest link it
+    crosses (the NIC once it leaves the NVLink domain), at physical link latency, no software overhead."""
+    hw = cfg.hardware
+    return round(raw.net_messages * (hw.net_hop_ns if raw.net_inter_bytes else hw.nvlink_hop_ns))
 
 
 def attainable_times(raw: RawPart, cfg: DeploymentConfig) -> tuple[float, float, float]:
@@ -51,8 +57,13 @@ def _expected(cfg: DeploymentConfig) -> tuple[int, dict[str, int]]:
     achievable = cfg.peaks == "achievable"
     raws = resource_vector(cfg, achievable)
     times = [class_times(raw, cfg, achievable) for raw in raws]
-    per_class = {raw.name: max(round(t * 1e9) for t in ts) for raw, ts in zip(raws, times, strict=True)}
-    return max(_resource_ns(times).values()), per_class
+    # collective latency is on the critical path (each collective waits on the kernel before it and the next
+    # waits on it): added to the step, not overlapped with HBM time; calibrated per collective at achievable
+    # peaks, the physical hop at physical ones
+    lat = [raw.net_messages * cfg.hardware.net_latency_ns if achievable else chain_ns(raw, cfg) for raw in raws]
+    per_class = {raw.name: max(round(t * 1e9) for t in ts) + round(ln)
+                 for raw, ts, ln in zip(raws, times, lat, strict=True)}
+    return max(_resource_ns(times).values()) + round(sum(lat)), per_class
 
 
 def compute_floor(cfg: DeploymentConfig) -> FloorResult:
@@ -81,7 +92,8 @@ def compute_floor(cfg: DeploymentConfig) -> FloorResult:
                 compute_ns=round(comp_s * 1e9),
                 net_ns=round(net_s * 1e9),
                 expected_ns=expected_by_class.get(raw.name, 0),
-                attainable_ns=max(round(t * 1e9) for t in att),
+                attainable_ns=max(max(round(t * 1e9) for t in att), chain_ns(raw, cfg)),
+                latency_ns=chain_ns(raw, cfg),
             )
         )
     resource_ns = {
@@ -92,13 +104,15 @@ def compute_floor(cfg: DeploymentConfig) -> FloorResult:
     hw, lay = cfg.hardware, cfg.layout
     decode = cfg.phase == "decode"
     q = cfg.tokens_per_step if decode else cfg.context_tokens
+    chain = sum(p.latency_ns for p in parts)
     return FloorResult(
         config=cfg,
         parts=parts,
         resource_ns=resource_ns,
-        t_opt_ns=max(resource_ns.values()),
-        t_sum_ns=sum(resource_ns.values()),
-        binding=max(RESOURCES, key=lambda r: resource_ns[r]),
+        t_opt_ns=max(*resource_ns.values(), chain),
+        t_sum_ns=sum(resource_ns.values()) + chain,
+        binding="latency" if chain > max(resource_ns.values()) else max(RESOURCES, key=lambda r: resource_ns[r]),
+        latency_chain_ns=chain,
         peak_kind=FLOOR_PEAK_KIND,
         kv_capacity_requests=cfg.kv_capacity_requests,
         requests_per_gpu=lay.requests_per_gpu(cfg.batch),
@@ -131,10 +145,12 @@ def _uses(raw: RawPart) -> list[tuple[str, str]]:
 def _notes(cfg: DeploymentConfig) -> list[str]:
     hw = cfg.hardware
     notes = ["peaks: physical (spec-sheet HBM bandwidth, dense tensor FLOP/s at the operand dtype, link line "
-             "rate; no latency terms, no efficiency factors): t_opt, t_sum and class budgets are lower bounds"]
+             "rate, one link hop of latency per collective in the latency chain; no efficiency factors): t_opt, "
+             "t_sum and class budgets are lower bounds"]
     if cfg.peaks == "achievable":
         notes.append(f"expected_ns: calibrated peaks (HBM x{hw.hbm_efficiency}, size-dependent compute "
-                     f"efficiency, NCCL busbw, {hw.net_latency_ns / 1000:g} us per collective), what tuned "
+                     f"efficiency, NCCL busbw, {hw.net_latency_ns / 1000:g} us per collective added on the critical "
+                     "path), what tuned "
                      "kernels usually reach; an estimate, not a bound")
     if cfg.phase == "decode" and cfg.tokens_per_step != 1.0:
         notes.append(f"tokens_per_step {cfg.tokens_per_step:g}: each request gains that many tokens per step "

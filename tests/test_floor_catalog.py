@@ -75,3 +75,20 @@ def test_an_fp8_kv_cache_charges_attention_flops_at_fp8() -> None:
 
 def test_v100_peak_is_the_sxm2_datasheet() -> None:
     assert get_gpu("v100").bf16_flops_per_s == 125e12
+
+
+def test_the_latency_chain_is_one_hop_per_collective_and_binds_when_links_are_slow() -> None:
+    from dataclasses import replace
+
+    r = compute_floor(load_config("dsv32-tp16", {"batch": "1"}))  # two nodes: every collective crosses the NIC
+    msgs = sum(p.net_messages for p in r.parts)
+    assert msgs == 123 and r.latency_chain_ns == round(msgs * r.config.hardware.net_hop_ns)
+    assert r.t_opt_ns == max(r.resource_ns.values()) > r.latency_chain_ns and r.binding == "hbm"
+    one_node = compute_floor(load_config("llama3-70b-tp8-h100", {"batch": "1"}))
+    assert one_node.latency_chain_ns == round(sum(p.net_messages for p in one_node.parts) * 600)
+    cfg = load_config("dsv32-tp16", {"batch": "1"})
+    slow = compute_floor(replace(cfg, hardware=replace(cfg.hardware, net_hop_ns=100_000)))
+    assert slow.binding == "latency" and slow.t_opt_ns == slow.latency_chain_ns == 123 * 100_000
+    assert slow.t_sum_ns == sum(slow.resource_ns.values()) + slow.latency_chain_ns
+    # the estimate adds the calibrated 10 us per collective on the critical path
+    assert r.expected_ns >= msgs * r.config.hardware.net_latency_ns + r.resource_ns["hbm"]

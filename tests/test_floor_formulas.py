@@ -101,8 +101,9 @@ def test_dense_decode_vector_by_hand():
 
 def test_t_opt_is_max_and_t_sum_is_sum():
     r = compute_floor(load_config("dsv32-ep16"))
-    assert r.t_opt_ns == max(r.resource_ns.values())
-    assert r.t_sum_ns == sum(r.resource_ns.values())
+    assert r.latency_chain_ns == sum(p.latency_ns for p in r.parts) > 0
+    assert r.t_opt_ns == max(*r.resource_ns.values(), r.latency_chain_ns)
+    assert r.t_sum_ns == sum(r.resource_ns.values()) + r.latency_chain_ns
     assert r.resource_ns["hbm"] == sum(p.hbm_ns for p in r.parts)
     assert r.resource_ns["network"] == sum(p.net_ns for p in r.parts)
     assert r.resource_ns[r.binding] == r.t_opt_ns

@@ -32,13 +32,18 @@ def floor_at(cfg: DeploymentConfig, batch: int, context: int | None = None) -> F
 
 
 def assert_not_lower(small: FloorResult, big: FloorResult) -> None:
+    """t_opt, t_sum, every resource and the latency chain (its own term, inside both) never fall."""
     assert big.t_opt_ns >= small.t_opt_ns and big.t_sum_ns >= small.t_sum_ns
+    assert big.latency_chain_ns >= small.latency_chain_ns
+    for r in (small, big):
+        assert r.t_opt_ns >= r.latency_chain_ns and r.t_sum_ns >= sum(r.resource_ns.values()) + r.latency_chain_ns
     for r, ns in small.resource_ns.items():
         assert big.resource_ns[r] >= ns, r
 
 
 def test_every_serving_config_is_covered() -> None:
     assert len(SERVING) >= 9 and {"dsv32-ep16", "dsv32-tp16", "dsv3-ep144-h800"} <= set(SERVING)
+    assert sum(compute_floor(load_config(n)).latency_chain_ns > 0 for n in SERVING) >= 5  # the chain is exercised
 
 
 @pytest.mark.parametrize("name", SERVING)

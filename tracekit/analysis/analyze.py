@@ -63,7 +63,7 @@ def _floor_section(con: duckdb.DuckDBPyConnection, opts: AnalyzeOptions, step_p5
     section = {
         "hardware": cfg.hardware.key, "t_opt_ns": result.t_opt_ns, "t_sum_ns": result.t_sum_ns,
         "binding": result.binding,
-        "resource_ns": result.resource_ns, "peak_kind": result.peak_kind,
+        "resource_ns": result.resource_ns, "latency_chain_ns": result.latency_chain_ns, "peak_kind": result.peak_kind,
         "expected_ns": result.expected_ns, "expected_peak_kind": result.expected_peak_kind,
         "residual_ratio": placement.residual_ratio if placement else None,
         "position": placement.position if placement else None,

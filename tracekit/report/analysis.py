@@ -79,7 +79,8 @@ def report_document(report: dict[str, Any]) -> Document:
         rows = [("t_opt (max of resources)", ms_value(fl["t_opt_ns"])),
                 ("t_sum (sum of resources)", ms_value(fl["t_sum_ns"]))]
         rows += [(f"{k} time", ms_value(v)) for k, v in fl["resource_ns"].items()]
-        rows += [("attainable floor (best measured rates)", ms_value(fl.get("attainable_ns")))]
+        rows += [("latency chain (one link hop per collective)", ms_value(fl.get("latency_chain_ns"))),
+                 ("attainable floor (best measured rates)", ms_value(fl.get("attainable_ns")))]
         rows += [(f"expected ({fl['expected_peak_kind']} peaks: an estimate, not a bound)",
                   ms_value(fl["expected_ns"])),
                  ("measured step p50", ms_value(steps["step_ns_p50"]))]
