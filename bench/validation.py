@@ -21,6 +21,15 @@ from tracekit.floor.training import predict_training
 A100_SRAM = 192 * 1024
 GIB = 2**30
 TRAIN_TOLERANCE = 0.15  # issue 19: every measured training row within 15 %
+#: issue 25: Megatron and Llama 3 8K rows within 10 %, Llama 3 128K within 15 %; the rest keep issue 19's 15 %
+TIGHT_TOLERANCE = 0.10
+FLASH_SPEEDUP_TOLERANCE = 0.08  # issue 25: GPT-2 FlashAttention speedups within 8 %
+
+
+def train_tolerance(config: str) -> float:
+    """The tolerance of one measured training row."""
+    tight = config.startswith("megatron-gpt-") or config.startswith("llama3-405b-8k-")
+    return TIGHT_TOLERANCE if tight else TRAIN_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -90,8 +99,21 @@ RUNS = [
         "DeepSeek-V2 paper, sections 3.2.3 (cost), 3.1.2-3.1.3 (setup)", 172.8e3, "GPU-h/T"),
 ]
 
+#: the shared reason of the training rows the estimate beats by more than 10 %
+OPTIMISTIC = (
+    "the estimate is faster than every Megatron run and both Llama 3 8K runs, none slower (see the table): a "
+    "bias, not scatter, so one cost is missing rather than mis-sized. It is not identified, and nothing is fitted "
+    "to these rows to hide it. Candidates the model does not have: the A100's clock under sustained training "
+    "power (its matmul ceiling in data/matmul.toml is a burst figure with no sustained pair measured, where the "
+    "H200's sustained rate is a tenth below its burst), GEMMs at each run's own shapes below the best-shape "
+    "ceiling, and the fp16 loss-scale and gradient-norm passes over every gradient")
+_OPTIMISTIC_RUNS = ("megatron-gpt-1.7b-a100", "megatron-gpt-3.6b-a100", "megatron-gpt-76b-a100",
+                    "megatron-gpt-145b-a100", "megatron-gpt-310b-a100", "megatron-gpt-530b-a100",
+                    "llama3-405b-8k-8192gpu-h100", "llama3-405b-8k-16384gpu-h100")
+
 #: Rows outside their tolerance, each with its reason. Tests hold them as strict xfails.
 GAPS = {
+    **dict.fromkeys(_OPTIMISTIC_RUNS, OPTIMISTIC),
     "llama3-405b-128k-h100": (
         "attention is 57 % of the 128K step's counted FLOPs; its cost rests on one utilisation figure "
         "(FlashAttention-2 at 35 % of the H100 peak, FA3 paper) for a kernel the paper does not name, at a "
@@ -120,8 +142,8 @@ def _train_row(run: Run) -> Row:
         tokens = cfg.batch * cfg.context_tokens
         measured_s = tokens * run.published * 3600 / (1e12 * cfg.n_gpus)
         mine = step_s * cfg.n_gpus / tokens * 1e12 / 3600
-    return Row("training", f"{run.figure} ({run.unit})", run.source, run.published, mine, TRAIN_TOLERANCE,
-               step_s / measured_s - 1, gap=GAPS.get(run.config, ""), config=run.config)
+    return Row("training", f"{run.figure} ({run.unit})", run.source, run.published, mine,
+               train_tolerance(run.config), step_s / measured_s - 1, gap=GAPS.get(run.config, ""), config=run.config)
 
 
 def _step(name: str, **sets: object) -> int:
@@ -143,17 +165,40 @@ def _flash_rows() -> list[Row]:
     items = [
         ("GPT-2 medium attention HBM, standard (GB)", "FA paper Fig. 2", 40.3, _attn_gb("standard"), 0.15),
         ("GPT-2 medium attention HBM, FlashAttention (GB)", "FA paper Fig. 2", 4.4, _attn_gb("fa1"), 0.15),
-        ("GPT-2 small speedup FA / Megatron", "FA paper Table 2 (D)", 4.7 / 2.7, meg_s / fa_s, 0.1),
-        ("GPT-2 medium speedup FA / Megatron", "FA paper Table 2 (D)", 11.5 / 6.9, meg_m / fa_m, 0.1),
-        ("GPT-2 small FA-2K vs Megatron-1K", "FA paper Table 4 (D)", 4.7 / 3.0, meg_s / fa2k, 0.1),
-        ("GPT-2 small FA-4K vs Megatron-1K", "FA paper Table 4 (D)", 4.7 / 3.6, meg_s / fa4k, 0.1),
+        ("GPT-2 small speedup FA / Megatron", "FA paper Table 2 (D)", 4.7 / 2.7, meg_s / fa_s, SPEEDUP_TOL),
+        ("GPT-2 medium speedup FA / Megatron", "FA paper Table 2 (D)", 11.5 / 6.9, meg_m / fa_m, SPEEDUP_TOL),
+        ("GPT-2 small FA-2K vs Megatron-1K", "FA paper Table 4 (D)", 4.7 / 3.0, meg_s / fa2k, SPEEDUP_TOL),
+        ("GPT-2 small FA-4K vs Megatron-1K", "FA paper Table 4 (D)", 4.7 / 3.6, meg_s / fa4k, SPEEDUP_TOL),
         ("GPT-2 small FA ms/step", "FA paper Table 2 (D)", 583, fa_s / 1e6, None),
         ("GPT-2 small Megatron ms/step", "FA paper Table 2 (D)", 1015, meg_s / 1e6, None),
         ("GPT-2 medium FA ms/step", "FA paper Table 2 (D)", 1490, fa_m / 1e6, None),
         ("GPT-2 medium Megatron ms/step", "FA paper Table 2 (D)", 2484, meg_m / 1e6, None),
     ]
-    return [Row("flash", fig, src, pub, mine, tol, mine / pub - 1, gap=GAPS.get(fig, ""))
+    gap = _flash_gap(meg_s, fa_s)
+    return [Row("flash", fig, src, pub, mine, tol, mine / pub - 1, gap=gap if fig in FLASH_GAPS else "")
             for fig, src, pub, mine, tol in items]
+
+
+SPEEDUP_TOL = FLASH_SPEEDUP_TOLERANCE
+#: the FlashAttention rows outside 8 %, held as strict xfails with _flash_gap's reason
+FLASH_GAPS = ("GPT-2 small speedup FA / Megatron", "GPT-2 small FA-2K vs Megatron-1K",
+              "GPT-2 small FA-4K vs Megatron-1K")
+
+
+def _flash_gap(meg_ns: int, fa_ns: int) -> str:
+    """Why the GPT-2 small speedups miss 8 %, in the model's and the paper's own step times."""
+    paper_meg, paper_fa = 4.7 / 400e3 * 86_400e3, 2.7 / 400e3 * 86_400e3  # ms per step (D, facts 6.1)
+    need = 4.7 / 2.7 * fa_ns / 1e6
+    return (f"the paper's Megatron step is {paper_meg - paper_fa:.0f} ms longer than its FlashAttention step, the "
+            f"model's {(meg_ns - fa_ns) / 1e6:.0f} ms: the difference is attention (the other terms are the same "
+            "work), "
+            f"so the paper's 2022 standard attention cost {(paper_meg - paper_fa) / ((meg_ns - fa_ns) / 1e6):.1f}x "
+            f"more over FlashAttention than the model counts (score matrices through HBM at the A100's spec "
+            f"bandwidth, fused scale-mask-softmax). For 1.74 at the model's FlashAttention step the Megatron step "
+            f"would need "
+            f"{need:.0f} ms instead of {meg_ns / 1e6:.0f}: {need - meg_ns / 1e6:.0f} ms of attention the paper does "
+            "not break down (its Fig. 2 gives one GPT-2 medium attention measurement, whose HBM bytes the rows "
+            "above reproduce), so it is not added")
 
 
 def _busbw(gpu: str, size: float, n: int = 8, ring: bool = False) -> float:
@@ -230,8 +275,10 @@ ratio of each estimate to that floor.
 Error, for training rows: estimated step / measured step - 1, where the measured step is the paper's FLOPs per
 step (its own formula: Megatron-LM equation 3, recomputation counted; Llama 3's BF16 MFU per Chowdhery et al.,
 6N + 12LHQT per token with N = 405B) over its published TFLOP/s per GPU, or the tokens per step at the published
-GPU hours per trillion tokens. A negative error is an estimate faster than the run. Tolerance: 15 % for every
-measured training row (issue 19). In throughput terms (the "tracekit" column against "published") the same
+GPU hours per trillion tokens. A negative error is an estimate faster than the run. Tolerance: 10 % for the
+Megatron and Llama 3 8K rows, 15 % for Llama 3 128K and the DeepSeek rows (issues 19 and 25); the GPT-2
+FlashAttention speedups 8 %. A row outside its tolerance is a stated gap with its reason, never a fitted
+factor. In throughput terms (the "tracekit" column against "published") the same
 rows read 1 / (1 + error) - 1: a step 13.2 % short is a throughput 15.2 % high."""
 
 
