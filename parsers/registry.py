@@ -99,8 +99,16 @@ def _is_nsys(head: Head) -> bool:
         for t in head.tables)
 
 
+def _is_rocpd(head: Head) -> bool:
+    return bool(head.tables) and any(t == "rocpd_metadata" or t.startswith("rocpd_metadata_") for t in head.tables)
+
+
 def _is_json(head: Head) -> bool:
     return not head.is_sqlite and head.content.lstrip()[:1] in (b"{", b"[")
+
+
+def _is_rocprof_json(head: Head) -> bool:
+    return _is_json(head) and b'"rocprofiler-sdk-tool"' in head.content[:4096]
 
 
 def _has_trace_events(head: Head) -> bool:
@@ -112,9 +120,13 @@ def _has_trace_events(head: Head) -> bool:
 # In detection order: the first reader whose check accepts a file reads it, so the more specific come first
 # (the Kineto reader takes any other JSON, to say what is missing from it).
 READERS: tuple[ReaderSpec, ...] = (
+    ReaderSpec("rocpd", "a rocprofv3 rocpd SQLite database", (".db", ".sqlite"), _is_rocpd,
+               "tracekit.parsers.rocpd:read_rocpd", mismatch="a rocpd database (no rocpd_metadata table)"),
     ReaderSpec("nsys", "an Nsight Systems SQLite export", (".sqlite",), _is_nsys, "tracekit.parsers.nsys:read_nsys",
                "export .nsys-rep files with `nsys export --type sqlite`",
                mismatch="an Nsight Systems export (no StringIds/CUPTI tables)"),
+    ReaderSpec("rocprofv3-json", "rocprofv3 JSON results", (".json", ".json.gz"), _is_rocprof_json,
+               "tracekit.parsers.rocprof_json:read_rocprof_json"),
     ReaderSpec("kineto", "a PyTorch profiler JSON trace", (".json", ".json.gz"), _is_json,
                "tracekit.parsers.kineto:read_kineto", confirms=_has_trace_events,
                unconfirmed="not a profiler trace (no traceEvents)"),
