@@ -111,6 +111,11 @@ def _is_rocprof_json(head: Head) -> bool:
     return _is_json(head) and b'"rocprofiler-sdk-tool"' in head.content[:4096]
 
 
+def _is_xplane(head: Head) -> bool:
+    """An ``.xplane.pb`` file: binary, neither SQLite nor gzip (the reader checks it is an XSpace)."""
+    return head.path.name.endswith(".xplane.pb") and not head.is_sqlite and not head.raw.startswith(GZIP_MAGIC)
+
+
 def _has_trace_events(head: Head) -> bool:
     """JSON whose first MiB shows trace events: a ``traceEvents`` key, or a bare list of events with ``ph``."""
     text = head.content.lstrip()
@@ -127,6 +132,8 @@ READERS: tuple[ReaderSpec, ...] = (
                mismatch="an Nsight Systems export (no StringIds/CUPTI tables)"),
     ReaderSpec("rocprofv3-json", "rocprofv3 JSON results", (".json", ".json.gz"), _is_rocprof_json,
                "tracekit.parsers.rocprof_json:read_rocprof_json"),
+    ReaderSpec("xplane", "a JAX/XLA XPlane profile (.xplane.pb)", (".xplane.pb",), _is_xplane,
+               "tracekit.parsers.xplane:read_xplane"),
     ReaderSpec("kineto", "a PyTorch profiler JSON trace", (".json", ".json.gz"), _is_json,
                "tracekit.parsers.kineto:read_kineto", confirms=_has_trace_events,
                unconfirmed="not a profiler trace (no traceEvents)"),

@@ -288,7 +288,8 @@ class _Loader(ArrowStream):
         own = "TRUE"
         counts = self.con.execute(
             """SELECT (SELECT count(*) FROM kernels), (SELECT count(*) FROM kernels k WHERE NOT EXISTS (
-                   SELECT 1 FROM api_calls a WHERE a.pid = k.pid AND a.correlation_id = k.correlation_id))""").fetchone()
+                   SELECT 1 FROM api_calls a WHERE a.pid = k.pid AND a.correlation_id = k.correlation_id))"""
+        ).fetchone()
         if counts[0] == 0:
             self.notes.append((NO_GPU_ACTIVITY, 1, "rocpd database has no kernel dispatches; capture with "
                                "`rocprofv3 --kernel-trace` (or --runtime-trace)"))

@@ -219,8 +219,8 @@ def _load(path: Path, tool: _Tool, con: duckdb.DuckDBPyConnection, notes: list[t
             kind = "PtoP" if op == "MEMORY_COPY_DEVICE_TO_DEVICE" and src != dst else COPY_KINDS.get(op)
             rows.append((pid, dst if dst is not None else src, r.stream_id.handle, r.start_timestamp, r.end_timestamp,
                          r.end_timestamp - r.start_timestamp, "memcpy", kind, r.bytes, r.correlation_id.internal))
-        con.executemany("INSERT INTO memops (pid, device_id, stream_id, start_ns, end_ns, dur_ns, kind, copy_kind, bytes,"
-                        " correlation_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        con.executemany("INSERT INTO memops (pid, device_id, stream_id, start_ns, end_ns, dur_ns, kind, copy_kind,"
+                        " bytes, correlation_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     devices = []
     for a in tool.agents:
         if a.type != _GPU:
