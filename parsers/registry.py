@@ -116,6 +116,15 @@ def _is_xplane(head: Head) -> bool:
     return head.path.name.endswith(".xplane.pb") and not head.is_sqlite and not head.raw.startswith(GZIP_MAGIC)
 
 
+def _is_nsys_rep(head: Head) -> bool:
+    return head.path.name.endswith(".nsys-rep") and not head.is_sqlite
+
+
+def _no_export_beside(head: Head) -> bool:
+    """A report without its SQLite export beside it (nsys writes both; a directory scan reads the export)."""
+    return not head.path.with_name(head.path.name.removesuffix(".nsys-rep") + ".sqlite").exists()
+
+
 def _has_trace_events(head: Head) -> bool:
     """JSON whose first MiB shows trace events: a ``traceEvents`` key, or a bare list of events with ``ph``."""
     text = head.content.lstrip()
@@ -125,15 +134,18 @@ def _has_trace_events(head: Head) -> bool:
 # In detection order: the first reader whose check accepts a file reads it, so the more specific come first
 # (the Kineto reader takes any other JSON, to say what is missing from it).
 READERS: tuple[ReaderSpec, ...] = (
-    ReaderSpec("rocpd", "a rocprofv3 rocpd SQLite database", (".db", ".sqlite"), _is_rocpd,
-               "tracekit.parsers.rocpd:read_rocpd", mismatch="a rocpd database (no rocpd_metadata table)"),
     ReaderSpec("nsys", "an Nsight Systems SQLite export", (".sqlite",), _is_nsys, "tracekit.parsers.nsys:read_nsys",
                "export .nsys-rep files with `nsys export --type sqlite`",
                mismatch="an Nsight Systems export (no StringIds/CUPTI tables)"),
+    ReaderSpec("rocpd", "a rocprofv3 rocpd SQLite database", (".db", ".sqlite"), _is_rocpd,
+               "tracekit.parsers.rocpd:read_rocpd", mismatch="a rocpd database (no rocpd_metadata table)"),
     ReaderSpec("rocprofv3-json", "rocprofv3 JSON results", (".json", ".json.gz"), _is_rocprof_json,
                "tracekit.parsers.rocprof_json:read_rocprof_json"),
     ReaderSpec("xplane", "a JAX/XLA XPlane profile (.xplane.pb)", (".xplane.pb",), _is_xplane,
                "tracekit.parsers.xplane:read_xplane"),
+    ReaderSpec("nsys-rep", "an Nsight Systems report (.nsys-rep)", (".nsys-rep",), _is_nsys_rep,
+               "tracekit.parsers.nsys_rep:read_nsys_rep", confirms=_no_export_beside,
+               unconfirmed="its SQLite export beside it is read instead"),
     ReaderSpec("kineto", "a PyTorch profiler JSON trace", (".json", ".json.gz"), _is_json,
                "tracekit.parsers.kineto:read_kineto", confirms=_has_trace_events,
                unconfirmed="not a profiler trace (no traceEvents)"),
@@ -180,7 +192,8 @@ def detect(path: Path) -> ReaderSpec:
             return r
     if head.is_sqlite:
         sqlite_readers = [r for r in READERS if ".sqlite" in r.suffixes]
-        raise InputError(f"{path}: SQLite file is not {' nor '.join(r.mismatch for r in sqlite_readers)}; "
+        kinds = [r.mismatch for r in sqlite_readers]
+        raise InputError(f"{path}: SQLite file is {'neither ' if len(kinds) > 1 else 'not '}{' nor '.join(kinds)}; "
                          + "; ".join(r.hint for r in sqlite_readers if r.hint))
     raise InputError(f"{path}: not a trace ({_expected()}")
 

@@ -53,11 +53,11 @@ def read_xplane(path: Path, con: duckdb.DuckDBPyConnection) -> None:
     try:
         space.ParseFromString(data)
     except DecodeError as exc:
-        raise InputError(f"{path}: not a readable XPlane protobuf ({exc}; truncated or damaged?); copy it again"
-                         ) from None
+        why = str(exc).rsplit(": ", 1)[-1]
+        raise InputError(f"{path}: truncated or damaged XPlane protobuf ({why}); copy the file again") from None
     if not any(p.name == "/host:CPU" or _DEVICE.match(p.name) for p in space.planes):
-        raise InputError(f"{path}: protobuf is not a JAX/XLA profile (no /device:GPU or /host:CPU plane in an "
-                         "XSpace); write one with jax.profiler.trace")
+        raise InputError(f"{path}: protobuf is not an XSpace profile (no /device:GPU or /host:CPU plane); give the "
+                         ".xplane.pb that jax.profiler.trace wrote")
     _Loader(path, con).run(space)
 
 

@@ -125,10 +125,11 @@ def test_not_sqlite_not_json(tmp_path: Path, suffix: str) -> None:
     assert_error(tmp_path, analyze(tmp_path, path), str(path), "not a trace")
 
 
-def test_sqlite_that_is_not_an_nsys_export(tmp_path: Path) -> None:
-    path = sql(tmp_path / "app.sqlite", "CREATE TABLE users (id INTEGER, name TEXT)",
-               "INSERT INTO users VALUES (1, 'a')")
-    assert_error(tmp_path, analyze(tmp_path, path), str(path), "not an Nsight Systems export")
+@pytest.mark.parametrize("name", ["app.sqlite", "app.db"])
+def test_sqlite_that_is_neither_an_nsys_export_nor_rocpd(tmp_path: Path, name: str) -> None:
+    path = sql(tmp_path / name, "CREATE TABLE users (id INTEGER, name TEXT)", "INSERT INTO users VALUES (1, 'a')")
+    assert_error(tmp_path, analyze(tmp_path, path), str(path),
+                 "neither an Nsight Systems export (no StringIds/CUPTI tables) nor a rocpd database")
 
 
 def test_json_that_is_not_a_profiler_trace(tmp_path: Path) -> None:
