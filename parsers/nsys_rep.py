@@ -44,16 +44,16 @@ def read_nsys_rep(path: Path, con: duckdb.DuckDBPyConnection) -> None:
             done = subprocess.run(export_command(nsys, path.resolve(), output), capture_output=True, text=True,
                                   timeout=EXPORT_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise InputError(f"{path}: `nsys export` could not run ({exc})") from None
+            raise InputError(f"{path}: `nsys export` could not run ({exc}); run the export by hand") from None
         if done.returncode != 0 or not output.is_file():
             why = (done.stderr or done.stdout).strip().splitlines()
             raise InputError(f"{path}: `nsys export --type sqlite` failed (exit {done.returncode}"
-                             f"{': ' + why[-1] if why else ''})")
+                             f"{': ' + why[-1] if why else ''}); run the export by hand to see why")
         read_nsys(output, con)
         con.execute("UPDATE trace_info SET source_path = ?", [str(path)])
 
 
 def _store_folder(con: duckdb.DuckDBPyConnection) -> str | None:
     """The folder of the store file ``con`` writes (in the cache); None for an in-memory store."""
-    row = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    row = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()[0]
     return str(Path(row[0]).parent) if row and row[0] else None

@@ -80,7 +80,8 @@ def _table_sets(path: Path, small: sqlite3.Connection) -> list[dict[str, str]]:
     for s in sets:
         if lacking := [t for t in ("kernel_dispatch", "info_kernel_symbol", "event", "string", "info_agent")
                        if s[t] not in names]:
-            raise InputError(f"{path}: rocpd database lacks table(s) {', '.join('rocpd_' + t for t in lacking)}")
+            raise InputError(f"{path}: rocpd database lacks table(s) {', '.join('rocpd_' + t for t in lacking)}; "
+                             "give the database rocprofv3 wrote, whole")
         s["_columns"] = ",".join(r[1] for r in small.execute(f'PRAGMA table_info("{s["kernel_dispatch"]}")'))
         s["_has"] = ",".join(t for t in _TABLES if s[t] in names)
     return sets
@@ -289,7 +290,7 @@ class _Loader(ArrowStream):
         counts = self.con.execute(
             """SELECT (SELECT count(*) FROM kernels), (SELECT count(*) FROM kernels k WHERE NOT EXISTS (
                    SELECT 1 FROM api_calls a WHERE a.pid = k.pid AND a.correlation_id = k.correlation_id))"""
-        ).fetchone()
+        ).fetchall()[0]
         if counts[0] == 0:
             self.notes.append((NO_GPU_ACTIVITY, 1, "rocpd database has no kernel dispatches; capture with "
                                "`rocprofv3 --kernel-trace` (or --runtime-trace)"))
@@ -303,7 +304,7 @@ class _Loader(ArrowStream):
                                  [(self.rank, *n) for n in self.notes])
         per_table = " UNION ALL ".join(f"SELECT min(start_ns) AS s, max(end_ns) AS e FROM {t} WHERE {own}"
                                        for t in ("kernels", "memops", "api_calls"))
-        start, end = self.con.execute(f"SELECT min(s), max(e) FROM ({per_table})").fetchone()
+        start, end = self.con.execute(f"SELECT min(s), max(e) FROM ({per_table})").fetchall()[0]
         self.con.execute("INSERT INTO trace_info VALUES (?, ?, 'rocpd', ?, NULL, ?, ?, ?)",
                          [self.rank, str(self.path), self._schema_version(), command, start, end])
         host = self._host()

@@ -137,14 +137,14 @@ def read_rocprof_json(path: Path, con: duckdb.DuckDBPyConnection) -> None:
     notes: list[tuple[str, int, str]] = []
     for tool in tools:
         _load(path, tool, con, notes)
-    if not con.execute("SELECT count(*) FROM kernels").fetchone()[0]:
+    if not con.execute("SELECT count(*) FROM kernels").fetchall()[0][0]:
         notes.append((NO_GPU_ACTIVITY, 1, "rocprofv3 results have no kernel dispatches; capture with "
                       "`rocprofv3 --kernel-trace`"))
     if notes:
         con.executemany("INSERT INTO read_notes VALUES (NULL, ?, ?, ?)", notes)
     start, end = con.execute("""SELECT min(s), max(e) FROM (SELECT min(start_ns) s, max(end_ns) e FROM kernels
         UNION ALL SELECT min(start_ns), max(end_ns) FROM memops UNION ALL SELECT min(start_ns), max(end_ns)
-        FROM api_calls)""").fetchone()
+        FROM api_calls)""").fetchall()[0]
     command = " ".join(str(c) for c in tools[0].metadata.get("command", []) or []) if tools else None
     con.execute("INSERT INTO trace_info VALUES (NULL, ?, 'rocprofv3-json', NULL, NULL, ?, ?, ?)",
                 [str(path), command or None, start, end])

@@ -221,7 +221,7 @@ class _Loader:
             self.con.executemany("INSERT INTO read_notes VALUES (NULL, ?, ?, ?)", notes)
         start, end = self.con.execute("""SELECT min(s), max(e) FROM (SELECT min(start_ns) s, max(end_ns) e FROM kernels
             UNION ALL SELECT min(start_ns), max(end_ns) FROM memops UNION ALL SELECT min(start_ns), max(end_ns)
-            FROM api_calls)""").fetchone()
+            FROM api_calls)""").fetchall()[0]
         self.con.execute("INSERT INTO trace_info VALUES (NULL, ?, 'xplane', NULL, NULL, NULL, ?, ?)",
                          [str(self.path), start, end])
         host = space.hostnames[0] if space.hostnames else None

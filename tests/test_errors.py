@@ -4,14 +4,18 @@ and nothing written; the damaged records that tracekit reads past are dropped an
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from google.protobuf import descriptor_pb2
 
 from fixtures.synth import Device, Kernel, Process, Range, Thread, TraceSpec, write_kineto, write_nsys
+from fixtures.synth_rocpd import write_rocpd
+from fixtures.synth_xplane import write_xplane
 from tracekit.cli import main
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
@@ -130,6 +134,49 @@ def test_sqlite_that_is_neither_an_nsys_export_nor_rocpd(tmp_path: Path, name: s
     path = sql(tmp_path / name, "CREATE TABLE users (id INTEGER, name TEXT)", "INSERT INTO users VALUES (1, 'a')")
     assert_error(tmp_path, analyze(tmp_path, path), str(path),
                  "neither an Nsight Systems export (no StringIds/CUPTI tables) nor a rocpd database")
+
+
+def test_truncated_xplane(tmp_path: Path) -> None:
+    whole = write_xplane(tmp_path / "whole.xplane.pb").read_bytes()
+    path = tmp_path / "run.xplane.pb"
+    path.write_bytes(whole[: len(whole) // 2])
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), "truncated or damaged XPlane protobuf")
+
+
+def test_protobuf_of_another_message_named_xplane(tmp_path: Path) -> None:
+    other = descriptor_pb2.FileDescriptorSet(file=[descriptor_pb2.FileDescriptorProto(
+        name="model.proto", message_type=[descriptor_pb2.DescriptorProto(name="Model")])])
+    path = tmp_path / "model.xplane.pb"
+    path.write_bytes(other.SerializeToString())
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), "protobuf is not an XSpace profile")
+
+
+def test_nsys_report_without_nsys_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
+    path = tmp_path / "run.nsys-rep"
+    path.write_bytes(b"\x00NSYS-REP" + bytes(64))
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), "`nsys` is not on PATH to export it")
+
+
+def test_rocpd_database_missing_a_core_table(tmp_path: Path) -> None:
+    path = write_rocpd(spec().only_process(PID), tmp_path / "1234_results.db")
+    db = sqlite3.connect(path)
+    (table,) = db.execute("SELECT name FROM sqlite_master WHERE name LIKE 'rocpd_kernel_dispatch_%'").fetchone()
+    db.close()
+    sql(path, "DROP VIEW rocpd_kernel_dispatch", f'DROP TABLE "{table}"')
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), "rocpd database lacks table(s) rocpd_kernel_dispatch")
+
+
+def test_nsys_report_whose_export_fails(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nsys").write_text("#!/bin/sh\necho 'cannot open report' >&2\nexit 1\n")
+    (bin_dir / "nsys").chmod(0o755)
+    path = tmp_path / "run.nsys-rep"
+    path.write_bytes(b"\x00NSYS-REP" + bytes(64))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+        assert_error(tmp_path, analyze(tmp_path, path), str(path), "failed (exit 1: cannot open report)")
 
 
 def test_json_that_is_not_a_profiler_trace(tmp_path: Path) -> None:
