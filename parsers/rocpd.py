@@ -165,7 +165,7 @@ class _Loader(ArrowStream):
         graph = ("k.graph_exec_id AS graph_id, k.graph_node_id AS graph_node_id" if "graph_exec_id" in columns
                  else "NULL AS graph_id, NULL AS graph_node_id")
         sql = f"""SELECT coalesce(p.pid, k.pid) AS pid, a.type_index AS device_id, k.stream_id, k.start,
-                k."end", coalesce(sym.display_name, sym.kernel_name) AS name, e.stack_id AS correlation_id,
+                k."end", coalesce(sym.display_name, sym.kernel_name, '') AS name, e.stack_id AS correlation_id,
                 k.grid_size_x, k.grid_size_y, k.grid_size_z, k.workgroup_size_x, k.workgroup_size_y,
                 k.workgroup_size_z, {graph}
             FROM "{s['kernel_dispatch']}" k
@@ -176,7 +176,7 @@ class _Loader(ArrowStream):
         self._insert(
             f"""INSERT INTO kernels (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, name, short_name,
                     correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, graph_id, graph_node_id)
-                SELECT {_sql_int(self.rank)}, pid, device_id, stream_id, start, "end", "end" - start, name,
+                SELECT {_sql_int(self.rank)}, pid, device_id, stream_id, start, "end", "end" - start, nullif(name, ''),
                     NULL, correlation_id,
                     CAST(ceil(grid_size_x / greatest(workgroup_size_x, 1)) AS INTEGER),
                     CAST(ceil(grid_size_y / greatest(workgroup_size_y, 1)) AS INTEGER),
@@ -190,8 +190,9 @@ class _Loader(ArrowStream):
         if "region" not in s["_has"].split(","):
             return
         sql = f"""SELECT coalesce(p.pid, r.pid) AS pid, coalesce(t.tid, r.tid) AS tid, r.start, r."end",
-                n.string AS name, c.string AS category, e.stack_id AS correlation_id,
-                CASE WHEN c.string LIKE 'MARKER%' THEN json_extract(e.extdata, '$.message') END AS message
+                coalesce(n.string, '') AS name, coalesce(c.string, '') AS category, e.stack_id AS correlation_id,
+                coalesce(CASE WHEN c.string LIKE 'MARKER%' THEN json_extract(e.extdata, '$.message') END, '')
+                    AS message
             FROM "{s['region']}" r
             LEFT JOIN "{s['string']}" n ON n.id = r.name_id
             LEFT JOIN "{s['event']}" e ON e.id = r.event_id
@@ -199,7 +200,10 @@ class _Loader(ArrowStream):
             LEFT JOIN "{s['info_process']}" p ON p.id = r.pid
             LEFT JOIN "{s['info_thread']}" t ON t.id = r.tid"""
         rank = _sql_int(self.rank)
-        self._insert("CREATE OR REPLACE TEMP TABLE _rocpd_regions AS SELECT * FROM _rocpd_r", "_rocpd_r",
+        # Text columns come as '' for NULL: adbc types an all-NULL first batch as int64 (as parsers.nsys).
+        self._insert("""CREATE OR REPLACE TEMP TABLE _rocpd_regions AS SELECT pid, tid, start, "end",
+                nullif(name, '') AS name, nullif(category, '') AS category, correlation_id,
+                nullif(message, '') AS message FROM _rocpd_r""", "_rocpd_r",
                      self._stream(sql, s["region"]))
         self.con.execute(f"""INSERT INTO api_calls (rank, pid, tid, start_ns, end_ns, dur_ns, name, raw_name, api,
                 correlation_id, is_duplicate)
@@ -222,9 +226,10 @@ class _Loader(ArrowStream):
         self.con.execute("DROP TABLE _rocpd_regions")
 
     def _copies(self, s: dict[str, str]) -> None:
-        sql = f"""SELECT coalesce(p.pid, m.pid) AS pid, m.stream_id, m.start, m."end", n.string AS operation,
-                m.size, e.stack_id AS correlation_id, src.type AS src_type, src.type_index AS src_index,
-                dst.type AS dst_type, dst.type_index AS dst_index
+        sql = f"""SELECT coalesce(p.pid, m.pid) AS pid, m.stream_id, m.start, m."end",
+                coalesce(n.string, '') AS operation, m.size, e.stack_id AS correlation_id,
+                coalesce(src.type, '') AS src_type, src.type_index AS src_index, coalesce(dst.type, '') AS dst_type,
+                dst.type_index AS dst_index
             FROM "{s['memory_copy']}" m
             LEFT JOIN "{s['string']}" n ON n.id = m.name_id
             LEFT JOIN "{s['event']}" e ON e.id = m.event_id

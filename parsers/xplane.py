@@ -41,6 +41,7 @@ _STREAM = re.compile(r"^Stream #(\d+)\((\w+)\)")
 _DIMS = re.compile(r"\b(grid|block):(\d+),(\d+),(\d+)")
 _SIZE = re.compile(r"\bsize:(\d+)")
 _MODULE = re.compile(r":XLA (GPU )?[Mm]odule$")
+_TEXT_STATS = frozenset({"kernel_details", "memcpy_details", "hlo_op", "hlo_category"})
 _COPY_KINDS = {"MemcpyH2D": "HtoD", "MemcpyD2H": "DtoH", "MemcpyD2D": "DtoD", "MemcpyP2P": "PtoP"}
 
 
@@ -61,12 +62,20 @@ def read_xplane(path: Path, con: duckdb.DuckDBPyConnection) -> None:
     _Loader(path, con).run(space)
 
 
-class _Rows(dict):
-    """Column name -> values, appended row by row."""
+class _Rows:
+    """Rows of one table, as tuples of ``columns`` (built row by row, turned into columns once)."""
 
-    def add(self, **row: object) -> None:
-        for key, value in row.items():
-            self.setdefault(key, []).append(value)
+    def __init__(self, *columns: str) -> None:
+        self.columns, self.rows = columns, []
+        self.add = self.rows.append
+
+    def __bool__(self) -> bool:
+        return bool(self.rows)
+
+    def table(self, types: dict[str, pa.DataType], extra: dict[str, list] | None = None) -> pa.Table:
+        data = dict(zip(self.columns, zip(*self.rows, strict=True), strict=True))
+        data.update(extra or {})
+        return pa.table({c: pa.array(list(data[c]), types[c]) for c in types})
 
 
 def _value(plane, stat) -> object:
@@ -85,7 +94,12 @@ def _stats(plane, stats) -> dict[str, object]:
 class _Loader:
     def __init__(self, path: Path, con: duckdb.DuckDBPyConnection) -> None:
         self.path, self.con = path, con
-        self.kernels, self.memops, self.calls, self.ranges = _Rows(), _Rows(), _Rows(), _Rows()
+        self.kernels = _Rows("device_id", "stream_id", "start_ns", "end_ns", "name", "correlation_id", "grid_x",
+                             "grid_y", "grid_z", "block_x", "block_y", "block_z")
+        self.memops = _Rows("device_id", "stream_id", "start_ns", "end_ns", "kind", "copy_kind", "bytes",
+                            "correlation_id")
+        self.calls = _Rows("tid", "start_ns", "end_ns", "name", "correlation_id")
+        self.ranges = _Rows("tid", "start_ns", "end_ns", "name", "domain", "source", "device_id", "stream_id", "kind")
         self.devices: list[tuple] = []
         self.skipped: Counter[str] = Counter()
         self.epoch = False
@@ -97,11 +111,6 @@ class _Loader:
             elif plane.name == "/host:CPU":
                 self._host(plane)
         self._write(space)
-
-    @staticmethod
-    def _times(line, event) -> tuple[int, int]:
-        start = line.timestamp_ns + round(event.offset_ps / 1000)
-        return start, start + round(event.duration_ps / 1000)
 
     def _device(self, plane, device_id: int) -> None:
         st = _stats(plane, plane.stats)
@@ -116,76 +125,83 @@ class _Loader:
                              float(st["memory_bandwidth"]) if num("memory_bandwidth") else None,
                              num("compute_cap_major"), num("compute_cap_minor"),
                              str(st.get("device_vendor") or "").strip().lower() or None))
+        names = {k: v.name for k, v in plane.event_metadata.items()}
+        snames = {k: v.name for k, v in plane.stat_metadata.items()}
+        dims_of: dict[str, tuple] = {}
+        k, m, r = self.kernels, self.memops, self.ranges
         for line in plane.lines:
-            m = _STREAM.match(line.name)
-            if m is None:
+            match = _STREAM.match(line.name)
+            if match is None:
                 self.skipped[f"device line {line.name.split('/')[0]}"] += len(line.events)
                 continue
-            stream, what = int(m.group(1)), m.group(2)
+            stream, what = int(match.group(1)), match.group(2)
+            copies = what.startswith("Memcpy") or what.startswith("Memset")
+            base = line.timestamp_ns
+            self.epoch |= base >= EPOCH_NS
             for event in line.events:
-                if event.WhichOneof("data") != "offset_ps":
+                if event.num_occurrences:
                     self.skipped["aggregated events"] += 1
                     continue
-                start, end = self._times(line, event)
-                self.epoch |= start >= EPOCH_NS
-                name = plane.event_metadata[event.metadata_id].name if event.metadata_id in plane.event_metadata \
-                    else None
-                stats = _stats(plane, event.stats)
-                corr = _int(stats.get("correlation_id"))
-                if what.startswith("Memcpy") or what.startswith("Memset"):
-                    size = _SIZE.search(str(stats.get("memcpy_details") or ""))
-                    kind = _COPY_KINDS.get(what) or ("DtoD" if name and "DeviceToDevice" in name else None)
-                    self.memops.add(device_id=device_id, stream_id=stream, start_ns=start, end_ns=end,
-                                    kind="memset" if what.startswith("Memset") else "memcpy", copy_kind=kind,
-                                    bytes=int(size.group(1)) if size else None, correlation_id=corr)
+                start = base + round(event.offset_ps / 1000)
+                end = start + round(event.duration_ps / 1000)
+                corr = details = hlo = category = None
+                for st in event.stats:  # only the stats the store keeps; a ref value names a stat metadata
+                    key = snames.get(st.metadata_id)
+                    if key == "correlation_id":
+                        corr = st.int64_value or st.uint64_value
+                    elif key in _TEXT_STATS:
+                        text = snames.get(st.ref_value) if st.ref_value else st.str_value
+                        if key == "hlo_op":
+                            hlo = text
+                        elif key == "hlo_category":
+                            category = text
+                        else:
+                            details = text
+                name = names.get(event.metadata_id)
+                if copies:
+                    size = _SIZE.search(details or "")
+                    m.add((device_id, stream, start, end, "memset" if what.startswith("Memset") else "memcpy",
+                           _COPY_KINDS.get(what) or ("DtoD" if name and "DeviceToDevice" in name else None),
+                           int(size.group(1)) if size else None, corr))
                     continue
-                dims = {d[0]: d[1:] for d in _DIMS.findall(str(stats.get("kernel_details") or ""))}
-                grid, block = dims.get("grid", (None,) * 3), dims.get("block", (None,) * 3)
-                self.kernels.add(device_id=device_id, stream_id=stream, start_ns=start, end_ns=end, name=name,
-                                 correlation_id=corr,
-                                 **{f"grid_{a}": _int(v) for a, v in zip("xyz", grid, strict=True)},
-                                 **{f"block_{a}": _int(v) for a, v in zip("xyz", block, strict=True)})
-                if stats.get("hlo_op"):
-                    self.ranges.add(tid=None, start_ns=start, end_ns=end, name=str(stats["hlo_op"]),
-                                    domain=str(stats["hlo_category"]) if stats.get("hlo_category") else None,
-                                    source="hlo_op", device_id=device_id, stream_id=stream, kind="gpu_range")
+                if details not in dims_of:
+                    found = {d[0]: tuple(int(x) for x in d[1:]) for d in _DIMS.findall(details or "")}
+                    dims_of[details] = found.get("grid", (None,) * 3) + found.get("block", (None,) * 3)
+                k.add((device_id, stream, start, end, name, corr, *dims_of[details]))
+                if hlo:
+                    r.add((None, start, end, hlo, category or None, "hlo_op", device_id, stream, "gpu_range"))
 
     def _host(self, plane) -> None:
-        meta = plane.event_metadata
+        names = {k: v.name for k, v in plane.event_metadata.items()}
+        corr_ids = {k for k, v in plane.stat_metadata.items() if v.name == "correlation_id"}
         for line in plane.lines:
-            head = line.name.split("/")[0]
-            tid = line.id
-            if head == "Host Threads":
-                tail = line.name.rsplit("/", 1)[-1]
-                tid = int(tail) if tail.isdigit() else line.id
+            head, _, tail = line.name.partition("/")
+            tid = int(tail) if head == "Host Threads" and tail.isdigit() else line.id
+            base = line.timestamp_ns
             modules: list[tuple[int, int]] = []
             for event in line.events:
-                if event.WhichOneof("data") != "offset_ps" or event.metadata_id not in meta:
-                    self.skipped["aggregated events"] += 1
+                name = names.get(event.metadata_id)
+                if event.num_occurrences or name is None:
+                    self.skipped["aggregated or unnamed events"] += 1
                     continue
-                name = meta[event.metadata_id].name
-                start, end = self._times(line, event)
+                start = base + round(event.offset_ps / 1000)
+                end = start + round(event.duration_ps / 1000)
                 if head == "Host Threads":
-                    corr = _int(_stats(plane, event.stats).get("correlation_id"))
-                    self.calls.add(tid=tid, start_ns=start, end_ns=end, name=name, correlation_id=corr)
+                    corr = next((st.int64_value or st.uint64_value for st in event.stats if st.metadata_id in corr_ids),
+                                None)
+                    self.calls.add((tid, start, end, name, corr))
                 elif head == "python":
-                    self.ranges.add(tid=tid, start_ns=start, end_ns=end, name=name.lstrip("$"), domain=None,
-                                    source="python", device_id=None, stream_id=None, kind="python")
+                    self.ranges.add((tid, start, end, name.lstrip("$"), None, "python", None, None, "python"))
                 elif _MODULE.search(name):
                     modules.append((start, end))
-                    self.ranges.add(tid=tid, start_ns=start, end_ns=end, name=name, domain=None, source="xla_module",
-                                    device_id=None, stream_id=None, kind="range")
+                    self.ranges.add((tid, start, end, name, None, "xla_module", None, None, "range"))
                 elif "::" not in name and any(s <= start and end <= e for s, e in modules[-4:]):
-                    self.ranges.add(tid=tid, start_ns=start, end_ns=end, name=name, domain=None, source="xla_op",
-                                    device_id=None, stream_id=None, kind="op")
+                    self.ranges.add((tid, start, end, name, None, "xla_op", None, None, "op"))
                 else:
                     self.skipped["host runtime events"] += 1
 
-    def _insert(self, table: str, rows: _Rows, columns: dict[str, pa.DataType]) -> None:
-        if not rows:
-            return
-        data = pa.table({c: pa.array(rows[c], t) for c, t in columns.items()})
-        cols = ", ".join(columns)
+    def _insert(self, table: str, data: pa.Table) -> None:
+        cols = ", ".join(data.column_names)
         self.con.register("_xp", data)
         try:
             self.con.execute(f"INSERT INTO {table} (pid, dur_ns, {cols}) SELECT {PID}, end_ns - start_ns, {cols} "
@@ -195,22 +211,26 @@ class _Loader:
 
     def _write(self, space) -> None:
         i32, i64, s = pa.int32(), pa.int64(), pa.string()
+        times = {"start_ns": i64, "end_ns": i64}
         if self.kernels:
-            short = {n: function_name(n) for n in set(self.kernels["name"]) if n}
-            self.kernels["short_name"] = [short.get(n) for n in self.kernels["name"]]
-        self._insert("kernels", self.kernels, {
-            "device_id": i32, "stream_id": i64, "start_ns": i64, "end_ns": i64, "name": s, "short_name": s,
-            "correlation_id": i64, **{f"{k}_{a}": i32 for k in ("grid", "block") for a in "xyz"}})
-        self._insert("memops", self.memops, {"device_id": i32, "stream_id": i64, "start_ns": i64, "end_ns": i64,
-                                             "kind": s, "copy_kind": s, "bytes": i64, "correlation_id": i64})
+            names = [row[4] for row in self.kernels.rows]
+            short = {n: function_name(n) for n in set(names) if n}
+            self._insert("kernels", self.kernels.table(
+                {"device_id": i32, "stream_id": i64, **times, "name": s, "short_name": s, "correlation_id": i64,
+                 **{f"{k}_{a}": i32 for k in ("grid", "block") for a in "xyz"}},
+                {"short_name": [short.get(n) for n in names]}))
+        if self.memops:
+            self._insert("memops", self.memops.table({"device_id": i32, "stream_id": i64, **times, "kind": s,
+                                                      "copy_kind": s, "bytes": i64, "correlation_id": i64}))
         if self.calls:
-            self.calls["api"] = ["runtime"] * len(self.calls["name"])
-            self.calls["raw_name"] = self.calls["name"]
-            self.calls["is_duplicate"] = [False] * len(self.calls["name"])
-        self._insert("api_calls", self.calls, {"tid": i64, "start_ns": i64, "end_ns": i64, "name": s, "raw_name": s,
-                                               "api": s, "correlation_id": i64, "is_duplicate": pa.bool_()})
-        self._insert("ranges", self.ranges, {"tid": i64, "start_ns": i64, "end_ns": i64, "name": s, "domain": s,
-                                             "source": s, "device_id": i32, "stream_id": i64, "kind": s})
+            n = len(self.calls.rows)
+            self._insert("api_calls", self.calls.table(
+                {"tid": i64, **times, "name": s, "raw_name": s, "api": s, "correlation_id": i64,
+                 "is_duplicate": pa.bool_()},
+                {"raw_name": [row[3] for row in self.calls.rows], "api": ["runtime"] * n, "is_duplicate": [False] * n}))
+        if self.ranges:
+            self._insert("ranges", self.ranges.table({"tid": i64, **times, "name": s, "domain": s, "source": s,
+                                                      "device_id": i32, "stream_id": i64, "kind": s}))
         if self.devices:
             self.con.executemany("INSERT INTO devices VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", self.devices)
         self.con.execute("INSERT INTO processes VALUES (NULL, ?, 'jax')", [PID])

@@ -1,0 +1,107 @@
+"""Ingest of rocpd and XPlane against a bare read of the same data, both in one run (issue 22's target: 1.5x).
+
+Run: ``.venv/bin/python bench/bench_readers.py [--kernels 100000] [--repeat 3] [--workdir DIR]``.
+
+- rocpd: a database of N kernel dispatches, each with its ``hipLaunchKernel`` region, written by
+  ``fixtures.synth_rocpd`` (cached in the workdir). Bare read: the tables the reader reads
+  (``rocpd_kernel_dispatch``, ``rocpd_region``, ``rocpd_event``, ``rocpd_info_kernel_symbol``) fetched into
+  Arrow with adbc-driver-sqlite, as ``bench_ingest.py`` measures nsys. Ingest: ``read_rocpd`` into an
+  in-memory DuckDB store.
+- XPlane: an XSpace of N kernels with their launches, modules and ops (``fixtures.synth_xplane``). Bare read:
+  ``XSpace.ParseFromString``. Ingest: ``read_xplane`` into an in-memory DuckDB store (parse included).
+
+Each figure is the fastest of ``--repeat`` runs in this process (imports warm), wall clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import adbc_driver_sqlite.dbapi as adbc_sqlite  # noqa: E402
+import duckdb  # noqa: E402
+
+from fixtures.spec import Device, Kernel, Process, Thread, TraceSpec  # noqa: E402
+from fixtures.synth_rocpd import write_rocpd  # noqa: E402
+from fixtures.synth_xplane import OPS, build_xspace  # noqa: E402
+from tracekit.parsers.rocpd import read_rocpd  # noqa: E402
+from tracekit.parsers.schema import create_tables  # noqa: E402
+from tracekit.parsers.xplane import read_xplane  # noqa: E402
+from tracekit.parsers.xplane_proto import XSpace  # noqa: E402
+
+NAMES = ("Cijk_Ailk_Bljk_BBS_BH_MT256x128x64_MI16x16x16x1_SN",
+         "void at::native::vectorized_layer_norm_kernel<float>(int)",
+         "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)")
+
+
+def rocpd_file(n: int, workdir: Path) -> Path:
+    path = workdir / f"bench_{n}_results.db"
+    if not path.exists():
+        kernels = [Kernel(NAMES[i % 3], 0, 1 + i % 2, 1_000_000 + i * 2_000, 1_500, 7, 7, 1_000_000 + i * 2_000 - 500,
+                          300) for i in range(n)]
+        spec = TraceSpec(devices=[Device(0, "AMD Instinct MI300X", 304, 206141652992, (9, 4))],
+                         processes=[Process(7, "python3")], threads=[Thread(7, 7, "python3")], kernels=kernels)
+        write_rocpd(spec, path)
+    return path
+
+
+def best(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def bare_rocpd(path: Path) -> None:
+    db = adbc_sqlite.connect(f"file:{path}?mode=ro&immutable=1")
+    try:
+        for table in ("rocpd_kernel_dispatch", "rocpd_region", "rocpd_event", "rocpd_info_kernel_symbol"):
+            cur = db.cursor()
+            cur.execute(f"SELECT * FROM {table}")
+            cur.fetch_arrow_table()
+            cur.close()
+    finally:
+        db.close()
+
+
+def ingest(reader, path: Path) -> None:
+    con = duckdb.connect()
+    create_tables(con)
+    reader(path, con)
+    con.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kernels", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "tracekit-bench-readers")
+    args = ap.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    db = rocpd_file(args.kernels, args.workdir)
+    bare, full = best(lambda: bare_rocpd(db), args.repeat), best(lambda: ingest(read_rocpd, db), args.repeat)
+    rows.append(("rocpd", args.kernels, db.stat().st_size, bare, full))
+    space = build_xspace(args.kernels // len(OPS))
+    xp = args.workdir / f"bench_{args.kernels}.xplane.pb"
+    xp.write_bytes(space.SerializeToString())
+    data = xp.read_bytes()
+    bare = best(lambda: XSpace().ParseFromString(data), args.repeat)
+    full = best(lambda: ingest(read_xplane, xp), args.repeat)
+    rows.append(("xplane", args.kernels // len(OPS) * len(OPS), len(data), bare, full))
+    print("| format | kernels | file MB | bare read s | ingest s | ingest / bare |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for fmt, n, size, bare, full in rows:
+        print(f"| {fmt} | {n:,} | {size / 1e6:.1f} | {bare:.3f} | {full:.3f} | {full / bare:.1f}x |")
+
+
+if __name__ == "__main__":
+    main()
