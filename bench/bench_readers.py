@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -26,6 +25,7 @@ sys.path.insert(0, str(REPO))
 
 import adbc_driver_sqlite.dbapi as adbc_sqlite  # noqa: E402
 import duckdb  # noqa: E402
+from bench_cache_key import best  # noqa: E402  (the fastest of N runs; bench/ is on the path of its scripts)
 
 from fixtures.spec import Device, Kernel, Process, Thread, TraceSpec  # noqa: E402
 from fixtures.synth_rocpd import write_rocpd  # noqa: E402
@@ -59,15 +59,6 @@ BARE_COLUMNS = {
     "rocpd_event": "id, category_id, stack_id, extdata",
     "rocpd_info_kernel_symbol": "id, display_name",
 }
-
-
-def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def bare_rocpd(path: Path) -> None:

@@ -26,11 +26,10 @@ import pyarrow as pa
 
 from tracekit.errors import InputError
 from tracekit.parsers.kernel_names import function_name
+from tracekit.parsers.rocpd import COPY_KINDS
 from tracekit.parsers.schema import NO_GPU_ACTIVITY, write_capture
 
 TOOL_KEY = "rocprofiler-sdk-tool"
-COPY_KINDS = {"MEMORY_COPY_HOST_TO_DEVICE": "HtoD", "MEMORY_COPY_DEVICE_TO_HOST": "DtoH",
-              "MEMORY_COPY_DEVICE_TO_DEVICE": "DtoD", "MEMORY_COPY_HOST_TO_HOST": "HtoH"}
 
 
 class _Handle(msgspec.Struct):
