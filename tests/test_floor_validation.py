@@ -57,6 +57,7 @@ def test_deepseek_v32_adds_the_indexer():
         ("gpt3-175b", 175e9, 175e9, 0.005),  # Brown et al. Table 2.1 (174.6B counted): 0.5 %
         ("gpt2-small", 124e6, 124e6, 0.01),  # 124M incl. 0.8M position embeddings we do not count: 1 %
         ("gpt2-medium", 355e6, 355e6, 0.01),
+        ("nemotron-4-340b", 341e9, 341e9, 0.002),  # technical report s2.1: 9.4B embedding + 331.6B non-embedding
     ],
 )
 def test_published_parameter_counts(key, total, active, rel):

@@ -40,7 +40,12 @@ def test_gpt3_row_is_derived_and_untested() -> None:
     assert gpt3.kind == "derived, not a measurement" and gpt3.tolerance is None
 
 
-@pytest.mark.parametrize("name", [run.config for run in RUNS])
+#: a run that trained but the memory model does not fit (docs/validation.md, "Memory of the Nemotron-4 340B runs")
+MEMORY_GAP = {"nemotron4-340b-128gpu-h100": "fits only with BF16 gradient buffers, which the recipe does not state"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(run.config, marks=[pytest.mark.xfail(strict=True, reason=MEMORY_GAP[
+    run.config])] if run.config in MEMORY_GAP else []) for run in RUNS])
 def test_published_layouts_fit_in_memory(name: str) -> None:
     mem = predict_training(load_config(name)).memory
     assert mem.feasible, mem.verdict()
@@ -58,3 +63,8 @@ def test_doc_is_current() -> None:
 
     doc = Path(__file__).resolve().parents[1] / "docs" / "validation.md"
     assert doc.read_text(encoding="utf-8") == render()
+
+
+def test_the_nemotron_recipe_fits_with_bf16_gradient_buffers() -> None:
+    mem = predict_training(load_config("nemotron4-340b-128gpu-h100", {"grad_dtype": "bf16"})).memory
+    assert mem.feasible and mem.total > 0.99 * mem.capacity  # 85.3 of 85.5 GB: it barely fits
