@@ -78,3 +78,20 @@ def test_no_cache_reads_into_memory_and_gives_the_cached_report(tmp_path: Path, 
     assert json.loads(stores.stdout)["stores"][0]["store"] == ":memory:"
     cached = runner.invoke(main, ["analyze", str(SAMPLE), "--cache-dir", str(cache), "--format", "json", "-q"])
     assert cached.exit_code == 0 and json.loads(uncached.stdout) == json.loads(cached.stdout)
+
+
+def test_a_cached_report_is_read_without_the_store_or_the_analysis(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    args = ["analyze", str(SAMPLE), "--cache-dir", str(cache), "--format", "json", "-q"]
+    first = CliRunner().invoke(main, args)
+    assert first.exit_code == 0, first.output
+    for store in cache.glob("*.duckdb"):  # the report alone answers: no store is opened
+        store.unlink()
+    probe = ("import json, sys\nfrom tracekit.cli import main\ntry:\n    main(json.loads(sys.argv[1]))\n"
+             "except SystemExit:\n    pass\n"
+             "print(json.dumps(sorted(m for m in ('tracekit.analysis.analyze', 'tracekit.analysis.device') "
+             "if m in sys.modules)), file=sys.stderr)")
+    run = subprocess.run([sys.executable, "-c", probe, json.dumps(args)], capture_output=True, text=True, cwd=ROOT,
+                         check=True)
+    assert json.loads(run.stdout) == json.loads(first.stdout)
+    assert json.loads(run.stderr.strip().splitlines()[-1]) == []

@@ -8,11 +8,13 @@ extra); the reduction runs here over the per-rank results, with the same code as
 so both give the same report. Workers and this process must see the same cache folder
 (``--cache-dir`` on a shared filesystem for a remote cluster).
 
-In-process, a report is cached beside the stores, keyed on the stores (each file's identity and rank),
-the options, the config file's content and a digest of tracekit's own code, so analysing an unchanged
-trace again only reads the cached report. Like a store, a cached report carries its size and CRC-32 (a
-first line before the report's JSON, written in one atomic file): a report damaged in place, even into
-other valid JSON, fails the check and is analysed again.
+In-process, a report is cached beside the stores, keyed on the inputs alone (each file as named and its
+content key, which also names its store, in order; what a folder left out; the options; the config file's
+content; a digest of tracekit's own code), with the warnings opening the store gave. So analysing an
+unchanged trace again hashes the inputs, reads one file and prints it: it opens no store and imports none
+of the analysis. Like a store, a cached report carries its size and CRC-32 (a first line before the
+report's JSON, written in one atomic file): a report damaged in place, even into other valid JSON, fails
+the check and is analysed again.
 """
 
 from __future__ import annotations
@@ -21,19 +23,22 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import sys
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracekit import __version__
-from tracekit.analysis.analyze import DeviceAnalysis, analyze, analyze_devices, build_analysis
-from tracekit.analysis.options import AnalyzeOptions
 from tracekit.errors import InputError
 from tracekit.files import write_atomically
-from tracekit.store.cache import default_cache_dir
-from tracekit.store.ingest import Store, expand_inputs, ingest_file, open_store
+from tracekit.store.cache import default_cache_dir, file_key
+from tracekit.store.ingest import expand_inputs, ingest_file, open_store, skipped_inputs
 from tracekit.store.inputs import Inputs
+
+if TYPE_CHECKING:
+    from tracekit.analysis.analyze import DeviceAnalysis
+    from tracekit.analysis.options import AnalyzeOptions
 
 ENGINES = ("local", "dask")
 _CODE_PACKAGES = ("tracekit", "tracekit.analysis", "tracekit.compare", "tracekit.store", "tracekit.parsers",
@@ -53,59 +58,67 @@ def _code_digest() -> str:
     return h.hexdigest()
 
 
-def report_key(store: Store, opts: AnalyzeOptions) -> str:
-    """The cache key of a report: the stores and ranks, the inputs as named, the options and the code."""
+def _config_digest(opts: AnalyzeOptions) -> str | None:
     config_file = Path(opts.config) if opts.config else None
-    config_digest = (hashlib.sha256(config_file.read_bytes()).hexdigest()
-                     if config_file is not None and config_file.is_file() else None)
+    return (hashlib.sha256(config_file.read_bytes()).hexdigest()
+            if config_file is not None and config_file.is_file() else None)
+
+
+def report_path(inputs: Inputs, opts: AnalyzeOptions) -> Path:
+    """Where the report of ``inputs`` is cached, under a key of the inputs alone: each file as named with its
+    content key (which also names its store), in order; the notes on what a folder left out; the options, the
+    config file and the code. Rank assignment and the store's warnings follow from these, so the report is
+    found without opening a store."""
     identity = {
-        "files": [[str(f.source), f.db.name, list(f.ranks)] for f in store.files],
-        "warnings": store.warnings,
+        "inputs": [[str(f), file_key(f)] for f in expand_inputs(inputs.paths)],
+        "skipped": skipped_inputs(inputs.paths),
         "options": dataclasses.asdict(opts),
-        "config_file": config_digest,
+        "config_file": _config_digest(opts),
         "code": _code_digest(),
     }
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
+    return (inputs.cache_dir or default_cache_dir()) / "reports" / f"{key}.json"
 
 
-def cached_report(store: Store, opts: AnalyzeOptions) -> dict[str, Any]:
-    """The v1 report of ``store``: read from the report cache beside the stores, else analysed and cached.
-
-    A store opened with ``--no-cache`` (in memory or a temporary folder) is always analysed afresh."""
-    if not store.files or not store.cached:
-        return analyze(store, opts)
-    path = store.files[0].db.parent / "reports" / f"{report_key(store, opts)}.json"
-    cached = read_cached_report(path)
-    if cached is not None:
-        return cached
-    report = analyze(store, opts)  # absent or damaged: analyse again
-    with contextlib.suppress(OSError):  # a read-only cache still answers, only slower next time
-        write_cached_report(path, report)
-    return report
+def _crc(body: bytes, warnings: list[str]) -> int:
+    return zlib.crc32(body, zlib.crc32(json.dumps(warnings).encode()))
 
 
-def write_cached_report(path: Path, report: dict[str, Any]) -> None:
-    """The report's JSON after a first line that records its size and CRC-32, in one atomic write."""
-    body = json.dumps(report).encode()
-    manifest = {"size_bytes": len(body), "crc32": zlib.crc32(body), "schema": report.get("schema")}
+def write_cached_report(path: Path, report: dict[str, Any], warnings: list[str] | None = None) -> None:
+    """The report's JSON after a first line that records its size, CRC-32 and the store's warnings (printed
+    again when the entry is read), in one atomic write."""
+    body, warnings = json.dumps(report).encode(), warnings or []
+    manifest = {"size_bytes": len(body), "crc32": _crc(body, warnings), "schema": report.get("schema"),
+                "warnings": warnings}
     write_atomically(path, json.dumps(manifest).encode() + b"\n" + body)
 
 
-def read_cached_report(path: Path) -> dict[str, Any] | None:
-    """The cached report at ``path``, or None when it is absent or fails its size and CRC-32 check."""
+def read_cached_entry(path: Path) -> tuple[dict[str, Any], list[str]] | None:
+    """The cached report at ``path`` and its store's warnings, or None when it is absent or fails its size
+    and CRC-32 check."""
     try:
         head, _, body = path.read_bytes().partition(b"\n")
         manifest = json.loads(head)
-        if manifest.get("size_bytes") != len(body) or manifest.get("crc32") != zlib.crc32(body):
+        warnings = manifest.get("warnings", [])
+        if (manifest.get("size_bytes") != len(body) or not isinstance(warnings, list)
+                or manifest.get("crc32") != _crc(body, warnings)):
             return None
         report = json.loads(body)
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, TypeError):
         return None
-    return report if isinstance(report, dict) else None
+    return (report, [str(w) for w in warnings]) if isinstance(report, dict) else None
+
+
+def read_cached_report(path: Path) -> dict[str, Any] | None:
+    """The cached report at ``path``, or None when it is absent or fails its check."""
+    entry = read_cached_entry(path)
+    return entry[0] if entry is not None else None
 
 
 def _rank_task(path: Path, ranks: tuple[int, ...], cache_dir: Path, opts: AnalyzeOptions) -> list[DeviceAnalysis]:
     """One Dask task: a file (already ingested) opened alone under its ranks; its per-rank analysis."""
+    from tracekit.analysis.analyze import analyze_devices
+
     with open_store([path], cache_dir=cache_dir, ranks=[ranks]) as store:
         return analyze_devices(store, opts)
 
@@ -115,6 +128,8 @@ def analyze_dask(inputs: Inputs, opts: AnalyzeOptions, scheduler: str | None = N
 
     ``scheduler`` is the address of a running Dask scheduler; without it a local cluster of ``--jobs``
     worker processes is started for this run."""
+    from tracekit.analysis.analyze import build_analysis
+
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -159,5 +174,20 @@ def analyze_inputs(inputs: Inputs, opts: AnalyzeOptions, engine: str = "local",
         return analyze_dask(inputs, opts, scheduler)
     if scheduler:
         raise InputError("--scheduler: only with --engine dask")
-    with inputs.open() as store:
-        return cached_report(store, opts)
+    if inputs.use_cache:
+        path = report_path(inputs, opts)
+        cached = read_cached_entry(path)
+        if cached is not None:
+            for w in cached[1]:
+                print(f"tracekit: warning: {w}", file=sys.stderr)  # as opening the store prints them
+            return cached[0]
+    from tracekit.analysis.analyze import analyze  # only now: a cached report needs none of the analysis
+
+    if not inputs.use_cache:  # stores for this run only: analysed afresh
+        with inputs.open() as store:
+            return analyze(store, opts)
+    with inputs.open() as store:  # absent or damaged: analyse again
+        report, warnings = analyze(store, opts), store.warnings
+    with contextlib.suppress(OSError):  # a read-only cache still answers, only slower next time
+        write_cached_report(path, report, warnings)
+    return report

@@ -59,10 +59,15 @@ def analyze(inputs: Inputs, fmt: str, out_path: Path | None, opts: AnalyzeOption
         from tracekit.report.html import write_html_report
 
         write_html_report(analysis, out_path)
-    else:
+    elif plots:
         from tracekit.report.analysis import report_document
         from tracekit.report.plots import emit_with_plots
 
         emit_with_plots(report_document(report), fmt, out_path, plots)
+    else:  # the report alone (from the report cache, maybe): no plotting or analysis code to load
+        from tracekit.report.analysis import report_document
+        from tracekit.report.render import emit
+
+        emit(report_document(report), fmt, out_path)
     if gate:
         sys.exit(GATE_EXIT[report["verdict"]])
