@@ -174,9 +174,11 @@ def analyze_inputs(inputs: Inputs, opts: AnalyzeOptions, engine: str = "local",
         return analyze_dask(inputs, opts, scheduler)
     if scheduler:
         raise InputError("--scheduler: only with --engine dask")
+    path = None
     if inputs.use_cache:
-        path = report_path(inputs, opts)
-        cached = read_cached_entry(path)
+        with contextlib.suppress(OSError):  # an input that cannot be read: opening the store says so
+            path = report_path(inputs, opts)
+        cached = read_cached_entry(path) if path is not None else None
         if cached is not None:
             for w in cached[1]:
                 print(f"tracekit: warning: {w}", file=sys.stderr)  # as opening the store prints them
@@ -188,6 +190,7 @@ def analyze_inputs(inputs: Inputs, opts: AnalyzeOptions, engine: str = "local",
             return analyze(store, opts)
     with inputs.open() as store:  # absent or damaged: analyse again
         report, warnings = analyze(store, opts), store.warnings
-    with contextlib.suppress(OSError):  # a read-only cache still answers, only slower next time
-        write_cached_report(path, report, warnings)
+    if path is not None:
+        with contextlib.suppress(OSError):  # a read-only cache still answers, only slower next time
+            write_cached_report(path, report, warnings)
     return report
