@@ -110,7 +110,7 @@ OPTIMISTIC = (
     "the estimate is faster than every Megatron run and both Llama 3 8K runs, none slower (see the table): a "
     "bias, not scatter, so one cost is missing rather than mis-sized. It is not identified, and nothing is fitted "
     "to these rows to hide it. Candidates the model does not have: the A100's clock under sustained training "
-    "power (its matmul ceiling in data/matmul.toml is a burst figure with no sustained pair measured, where the "
+    "power (its matmul ceiling in data/ceilings.toml is a burst figure with no sustained pair measured, where the "
     "H200's sustained rate is a tenth below its burst), GEMMs at each run's own shapes below the best-shape "
     "ceiling, and the fp16 loss-scale and gradient-norm passes over every gradient")
 _OPTIMISTIC_RUNS = ("megatron-gpt-1.7b-a100", "megatron-gpt-3.6b-a100", "megatron-gpt-76b-a100",
@@ -129,7 +129,8 @@ GAPS = {
         "the published figure is the whole pre-training's GPU hours over its tokens (section 1: 2,664K hours for "
         "14.8T), so it carries every restart, checkpoint, evaluation and the batch-size ramp, which no step model "
         "sees; DeepSeek's own FP8 kernels reach 591-1404 TFLOP/s on V3's GEMM shapes (deepseek-ai/DeepGEMM#73) "
-        "against the single 1270 TFLOP/s ceiling used here; the MLA attention kernel is not described"),
+        "against the single ceiling used here, DeepGEMM's best 1550 TFLOP/s (data/ceilings.toml) at the H100's "
+        "sustained factor; the MLA attention kernel is not described"),
     "dsv2-train-h800": (
         "as DeepSeek-V3: total GPU hours over tokens, with every overhead of the run inside; in addition the GPU "
         "count, micro-batch and layer split are not published (assumed in the config) and the MLA kernel is "
@@ -361,8 +362,9 @@ def _floor_ratio(name: str) -> float:
 
 CALIBRATION = """Only kernel-level measurements enter the estimate, none of the runs above:
 - GEMMs: Calculon's size-efficiency table (data/gpus.toml), capped at each GPU's measured matmul ceiling
-  (data/matmul.toml: the best-shape matmul, "MAMF", of stas00/ml-engineering, at the power-saturated clock where
-  a sustained figure was measured: H200 BF16 755 of 989 TFLOP/s, applied to the same-die H100 and H800 (?));
+  (data/ceilings.toml, the stop rule's ceilings too: the best-shape matmul, "MAMF", of stas00/ml-engineering, and
+  DeepGEMM on H800), at the power-saturated clock where a sustained figure was measured (data/matmul.toml: H200
+  BF16 755 of 989 TFLOP/s, applied to the same-die H100 and H800 (?));
 - attention kernels: the utilisation their papers report (FlashAttention-2 abstract: FA1 25-40 %, FA2 50-73 % on
   A100; FlashAttention-3 abstract: FA2 35 %, FA3 75 % on H100), taken as the kernel's whole time;
 - collectives at the catalog's achievable NVLink bandwidths, checked against measured busbw in the NCCL table

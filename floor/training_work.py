@@ -18,6 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from .ceilings import ceiling as gemm_ceiling
 from .collectives import Topology, bus_factor, node_collective_time
 from .efficiency import KernelTime, KernelWork, hierarchy, kernel_time
 from .flash import AttnShape, attention_cost
@@ -102,7 +103,7 @@ def stages(cfg: DeploymentConfig, lay: TrainLayout) -> list[Stage]:
 
 @cache
 def _ceilings() -> dict:
-    """data/matmul.toml: measured matmul and attention-kernel ceilings per GPU."""
+    """data/matmul.toml: the sustained-clock factor and the attention kernels' utilisation per GPU."""
     return tomllib.loads((resources.files(__package__) / "data" / "matmul.toml").read_text(encoding="utf-8"))
 
 
@@ -114,11 +115,13 @@ def _capped(gpu: GpuSpec, cap: float) -> GpuSpec:
 def ceiling(cfg: DeploymentConfig, part: str, dtype: str) -> tuple[float | None, bool]:
     """(ceiling, whole kernel) of a kernel class on the config's GPU, at the sustained (power-saturated) clock
     where measured: the attention kernel's reported utilisation for `attn_core` (a whole-kernel figure), else
-    the best matmul of its dtype (None where data/matmul.toml has neither)."""
+    the best matmul of its dtype (data/ceilings.toml, the stop rule's ceilings too; None where neither file
+    has one)."""
     gpu = cfg.hardware.key
     row = _ceilings().get(gpu, {})
     whole = _ceilings().get("attention", {}).get(gpu, {}).get(cfg.attention_kernel) if part == "attn_core" else None
-    burst = whole or row.get(dtype)
+    gemm = gemm_ceiling(cfg.hardware, "gemm", dtype)  # the best measured matmul: data/ceilings.toml, one source
+    burst = whole or (gemm.fraction_of_peak if gemm.measured else None)
     return (burst * row.get("sustained", 1.0) if burst else None), bool(whole)
 
 
