@@ -32,6 +32,9 @@ from tracekit.errors import InputError
 from tracekit.parsers.schema import NO_GPU_ACTIVITY
 from tracekit.store.ingest import Store
 
+MAX_SAMPLES = 2_000  # per-step samples kept in the report (evenly thinned beyond)
+MAX_KERNELS = 200  # kernels listed in the report's kernel table, by time
+
 
 def _p(values: list[int] | np.ndarray, q: float) -> int:
     return int(round(float(np.percentile(np.asarray(values, dtype=np.float64), q)))) if len(values) else 0
@@ -192,6 +195,8 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         "exposed_comm": exposed_comm,
         "ranks": cross.section if cross else None,
         "classes": classes,
+        "kernels": _kernel_table(results, len(accounts)),
+        "samples": step_samples(complete, rules.communication),
         "ncu_targets": targets,
         "verdict": verdict,
         "reasons": reasons,
@@ -263,6 +268,38 @@ def _exposed_comm(accounts: list[StepAccount], step: StepAccount | None,
         "concurrent_ns": sum(v["comm_ns"] for v in by.values()) - comm,
         "by_collective": by,
     }
+
+
+def step_samples(complete: list[StepAccount], communication: frozenset[str]) -> dict[str, Any]:
+    """Per complete step (in rank, device, step order; at most ``MAX_SAMPLES``, evenly thinned), what `diff`
+    tests for noise: the step, its host gaps, its exposed communication and each class's owned time (the
+    attributed compute, or a collective's exposed time): the same partition as ``classes.attributed_ns``."""
+    picked = complete
+    if len(complete) > MAX_SAMPLES:
+        picked = [complete[i] for i in np.linspace(0, len(complete) - 1, MAX_SAMPLES).round().astype(int)]
+    names = sorted({c for a in picked for c in a.measured_by_class})
+    return {
+        "step_ns": [a.dur_ns for a in picked], "host_gap_ns": [a.gap_ns for a in picked],
+        "exposed_comm_ns": [a.exposed_ns for a in picked],
+        "class_ns": {c: [(a.exposed_by_class if c in communication else a.attributed_by_class).get(c, 0)
+                         for a in picked] for c in names},
+        "thinned": len(complete) > MAX_SAMPLES,
+    }
+
+
+def _kernel_table(results: list[DeviceAnalysis], n_steps: int) -> list[dict[str, Any]]:
+    """The ``MAX_KERNELS`` kernels (by name, over all devices) with the most time in the analysed steps: class,
+    launches, total and mean time per launch (what `diff`'s kernel-level section and whole-capture gate read)."""
+    total: dict[tuple[str, str], int] = defaultdict(int)
+    launches: dict[tuple[str, str], int] = defaultdict(int)
+    for res in results:
+        for key, ns in res.kernel_ns.items():
+            total[key] += ns
+            launches[key] += res.kernel_launches.get(key, 0)
+    top = sorted(total, key=lambda k: (-total[k], k[1]))[:MAX_KERNELS]
+    return [{"name": name, "class": cls, "launches": launches[(cls, name)], "total_ns": total[(cls, name)],
+             "mean_ns": total[(cls, name)] // max(launches[(cls, name)], 1),
+             "per_step_ns": total[(cls, name)] // max(n_steps, 1)} for cls, name in top]
 
 
 def _kernel_time(results: list[DeviceAnalysis]) -> dict[str, list[tuple[str, int]]]:

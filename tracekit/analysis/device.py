@@ -53,6 +53,7 @@ class DeviceAnalysis:
     accounts: list[StepAccount]  # summaries, in step order
     causes: list[dict[str, int]]  # gap ns by cause, per step
     kernel_ns: dict[tuple[str, str], int]  # (class, name): time of its ops in the analysed steps
+    kernel_launches: dict[tuple[str, str], int]  # (class, name): its ops in the analysed steps
     # (class, name): (ncu launch skip, earlier launches of that very name (rocprofv3), in graph)
     median_launches: dict[tuple[str, str], tuple[int, int, bool]]
     top_gaps: list[dict[str, Any]]  # this device's costliest gap findings, costliest first
@@ -86,11 +87,13 @@ class _KernelTime:
 
     def __init__(self, n_names: int) -> None:
         self.ns = np.zeros(n_names, dtype=np.int64)
+        self.launches = np.zeros(n_names, dtype=np.int64)
         self.first_seen = np.full(n_names, np.iinfo(np.int64).max, dtype=np.int64)
         self.seen = 0
 
     def add(self, code: np.ndarray, dur_ns: np.ndarray) -> None:
         self.ns += np.bincount(code, weights=dur_ns, minlength=self.ns.size).astype(np.int64)
+        self.launches += np.bincount(code, minlength=self.ns.size)
         names, first = np.unique(code, return_index=True)
         new = self.first_seen[names] == np.iinfo(np.int64).max
         self.first_seen[names[new]] = self.seen + first[new]
@@ -214,9 +217,11 @@ def analyze_device(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int,
         causes += causes_b
     kernel_ns = {(str(vocab.class_names[vocab.cls_of_code[c]]), str(vocab.names[c])): int(kernels.ns[c])
                  for c in kernels.codes_in_order()}
+    kernel_launches = {(str(vocab.class_names[vocab.cls_of_code[c]]), str(vocab.names[c])): int(kernels.launches[c])
+                       for c in kernels.codes_in_order()}
     return DeviceAnalysis(
         rank=rank, device_id=device_id, extent=extent, classes=_device_classes(con, rank, device_id),
-        source=source, accounts=accounts, causes=causes, kernel_ns=kernel_ns,
+        source=source, accounts=accounts, causes=causes, kernel_ns=kernel_ns, kernel_launches=kernel_launches,
         median_launches=_median_launches(con, vocab, rank, device_id, accounts),
         top_gaps=gap_groups.top(con, vocab, rank, device_id, marker, opts.top_gaps),
         collectives=collectives.finish(),

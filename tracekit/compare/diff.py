@@ -3,7 +3,7 @@ communication and floor position, with the change that explains most of the step
 and the exit status for gating.
 
 Inputs are ``tracekit.report/v2`` JSON documents or traces (analysed here with the same options). The
-result is the ``tracekit.diff/v1`` document (docs/reconcile.md).
+result is the ``tracekit.diff/v1`` document (docs/reconcile.md); the exit status is ``tracekit.compare.gate``'s.
 """
 
 from __future__ import annotations
@@ -13,14 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracekit.analysis.options import GATE_EXIT, REPORT_SCHEMA, AnalyzeOptions
+import numpy as np
+
+from tracekit.analysis.options import REPORT_SCHEMA, AnalyzeOptions
+from tracekit.compare.comparability import blocking_reasons, comparability
+from tracekit.compare.comparability import notes as comparability_notes
+from tracekit.compare.kernels import kernel_figure, kernel_rows
+from tracekit.compare.noise import PRACTICAL_THRESHOLD, RESAMPLES, compare
 from tracekit.errors import InputError
 
 DIFF_SCHEMA = "tracekit.diff/v1"
-SLOWER_EXIT = 13  # --fail-if-slower: the AFTER step p50 is slower than BEFORE by more than the allowance
-NOT_FASTER_EXIT = 14  # --expect-faster CLASS: the class's per-step time did not fall by EXPECT_FASTER_MIN
-INCONCLUSIVE_EXIT = GATE_EXIT["inconclusive"]  # a gate option on sides that do not compare
-EXPECT_FASTER_MIN = 0.01  # a class must lose at least 1% of its BEFORE time to count as faster
 SIGNIFICANT_STEP_CHANGE = 0.01  # a step change under 1% of BEFORE's p50 is noise: no shares of it are given
 SNIFF_BYTES = 4096
 
@@ -76,6 +78,14 @@ def _classes(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["name"]: c for c in report["classes"]}
 
 
+def _owned(report: dict[str, Any], classes: dict[str, dict[str, Any]], name: str, comm: bool) -> int:
+    """A class's owned time per step: its attributed compute, or for a collective its exposed time in the
+    median step (``exposed_comm.by_collective``: the one exposed figure the diff shows for it)."""
+    if comm:
+        return (report["exposed_comm"]["by_collective"].get(name) or {}).get("exposed_ns", 0)
+    return (classes.get(name) or {}).get("attributed_ns", 0)
+
+
 def significant(before: dict[str, Any], after: dict[str, Any]) -> bool:
     """Whether the step p50 changed by at least ``SIGNIFICANT_STEP_CHANGE`` of BEFORE's."""
     b, a = before["steps"]["step_ns_p50"], after["steps"]["step_ns_p50"]
@@ -97,8 +107,7 @@ def changes(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any
     cb, ca = _classes(before), _classes(after)
     for name in sorted(set(cb) | set(ca)):
         comm = (cb.get(name) or ca.get(name) or {}).get("communication", False)
-        b = (cb.get(name) or {}).get("attributed_ns", 0)
-        a = (ca.get(name) or {}).get("attributed_ns", 0)
+        b, a = _owned(before, cb, name, comm), _owned(after, ca, name, comm)
         rows.append({"component": f"{'exposed comm' if comm else 'class'}: {name}",
                      "kind": "exposed_comm" if comm else "class", "name": name,
                      "before_ns": b, "after_ns": a, "delta_ns": a - b})
@@ -112,91 +121,68 @@ def changes(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any
     return rows
 
 
-def _gpus(report: dict[str, Any]) -> set[str] | None:
-    """The GPU models the side's capture ran on (None for a report that does not record them)."""
-    if any("gpus" not in i for i in report["inputs"]):
-        return None
-    return {g for i in report["inputs"] for g in i["gpus"]}
-
-
 def inconclusive(b: dict[str, Any], a: dict[str, Any]) -> list[str]:
-    """Why the two sides do not compare (empty when they do): other hardware, another config, steps found
-    another way, a side that is one whole capture rather than steps, or a graph-capture trace (graphs captured,
-    almost nothing run: it holds no step, so its "step" against a real one is no speed-up or slow-down)."""
-    reasons = [f"{side} is a graph-capture trace (graphs captured, almost nothing run): no step to compare"
-               for side, report in (("BEFORE", b), ("AFTER", a)) if report["steps"].get("capture_only")]
-    gb, ga = _gpus(b), _gpus(a)
-    if gb is not None and ga is not None and gb != ga:
-        reasons.append(f"the captures ran on different GPUs ({', '.join(sorted(gb)) or 'none'} vs "
-                       f"{', '.join(sorted(ga)) or 'none'}): step times do not compare")
-    hb, ha = (b["floor"] or {}).get("hardware"), (a["floor"] or {}).get("hardware")
-    if hb and ha and hb != ha:
-        reasons.append(f"the configs describe different hardware ({hb} vs {ha}): budgets and floors differ")
-    if (b["config"]["name"], b["config"].get("effective")) != (a["config"]["name"], a["config"].get("effective")):
-        reasons.append(f"BEFORE and AFTER use different configs ({b['config']['name']} vs {a['config']['name']}): "
-                       "budgets and floors differ; analyse both with one config")
-    if b["steps"]["source"] != a["steps"]["source"]:
-        reasons.append(f"steps were found differently ({', '.join(b['steps']['source'])} vs "
-                       f"{', '.join(a['steps']['source'])}): the step is not the same unit; give both one --step")
-    for side, report in (("BEFORE", b), ("AFTER", a)):
-        if "whole_capture" in report["steps"]["source"]:
-            reasons.append(f"{side} has no step markers: its step is the whole capture, whose length is the "
-                           "capture's, not the program's; give --step REGEX")
-    return reasons
+    """Why the two sides do not compare (empty when they do): the failed blocking comparability checks
+    (other hardware, another config, steps found another way, a side that is one whole capture rather than
+    steps, a graph-capture trace: it holds no step, so its "step" against a real one is no speed-up)."""
+    return blocking_reasons(comparability(b, a))
 
 
-def parse_percent(text: str) -> float:
-    """'5%' or '5' -> 0.05; a bad value is an InputError naming the option."""
-    value = text.strip().removesuffix("%")
-    try:
-        out = float(value) / 100
-    except ValueError:
-        raise InputError(f"--fail-if-slower {text!r}: not a percentage; write e.g. 5%") from None
-    if out < 0:
-        raise InputError(f"--fail-if-slower {text!r}: must be >= 0%")
-    return out
+def gate_basis(b: dict[str, Any], a: dict[str, Any], section: dict[str, Any]) -> str | None:
+    """What a gate judges: 'steps' when the sides compare; 'kernels' when both are whole captures (no step
+    markers) that otherwise compare and share kernels; None when they do not compare."""
+    if not blocking_reasons(section):
+        return "steps"
+    whole = all("whole_capture" in r["steps"]["source"] for r in (b, a))
+    if whole and not blocking_reasons(section, frozenset({"step_markers"})) and kernel_figure(b, a):
+        return "kernels"
+    return None
 
 
-
-def gate(doc: dict[str, Any], use_gate: bool, fail_if_slower: float | None,
-         expect_faster: str | None) -> tuple[int, list[str]]:
-    """Exit status and why: 12 when any gate option is asked of sides that do not compare (never a silent
-    pass), else 13 slower than allowed, else 14 expected class not faster, else the AFTER verdict's analyze
-    --gate code (with --gate), else 0."""
-    reasons = []
-    step = doc["step"]["p50_ns"]
-    if (use_gate or fail_if_slower is not None or expect_faster is not None) and doc["inconclusive"]:
-        reasons += [f"the diff is inconclusive: {r}" for r in doc["inconclusive"]]
-        return INCONCLUSIVE_EXIT, reasons
-    if fail_if_slower is not None and step["before"] and step["after"] > step["before"] * (1 + fail_if_slower):
-        reasons.append(f"step p50 {step['after']} ns is {step['delta_fraction']:+.1%} against {step['before']} ns, "
-                       f"beyond the allowed +{fail_if_slower:.1%}")
-        return SLOWER_EXIT, reasons
-    if expect_faster is not None:
-        row = next((c for c in doc["classes"] if c["name"] == expect_faster), None)
-        if row is None or not row["measured_ns"]["before"]:
-            raise InputError(f"--expect-faster {expect_faster}: no such class in BEFORE; see its classes table")
-        m = row["measured_ns"]
-        if m["after"] > m["before"] * (1 - EXPECT_FASTER_MIN):
-            reasons.append(f"{expect_faster} measured {m['after']} ns per step against {m['before']} ns: not "
-                           f"faster by at least {EXPECT_FASTER_MIN:.0%}")
-            return NOT_FASTER_EXIT, reasons
-        reasons.append(f"{expect_faster} is {m['delta_fraction']:+.1%} per step")
-    if use_gate:
-        verdict = doc["verdict"]["after"]
-        reasons.append(f"AFTER verdict {verdict}")
-        return GATE_EXIT[verdict], reasons
-    return 0, reasons
+def _samples(report: dict[str, Any]) -> dict[str, Any]:
+    """The report's per-step samples; a report without them (written before they were) has one sample: its
+    medians (so its changes are untested)."""
+    if report.get("samples"):
+        return report["samples"]
+    return {"step_ns": [report["steps"]["step_ns_p50"]], "host_gap_ns": [report["host_gaps"]["total_ns"]],
+            "exposed_comm_ns": [report["exposed_comm"]["exposed_ns"]],
+            "class_ns": {c["name"]: [c["attributed_ns"]] for c in report["classes"]}}
 
 
-def diff(before: Side, after: Side) -> dict[str, Any]:
+def noise(b: dict[str, Any], a: dict[str, Any], threshold: float = PRACTICAL_THRESHOLD) -> dict[str, Any]:
+    """The step, host gaps, exposed communication and each class tested: the change of the median of the
+    per-step samples with its bootstrap interval, judged against ``threshold`` of BEFORE's step median."""
+    sb, sa = _samples(b), _samples(a)
+    scale = b["steps"]["step_ns_p50"]
+    classes = {}
+    for c in sorted(set(sb["class_ns"]) | set(sa["class_ns"])):
+        before = sb["class_ns"].get(c, [0] * len(sb["step_ns"]))
+        row = compare(before, sa["class_ns"].get(c, [0] * len(sa["step_ns"])), scale, threshold).section()
+        own = float(np.median(before)) if before else 0.0
+        classes[c] = row | {"own_fraction": row["delta_ns"] / own if own else None}
+    return {"method": "bootstrap interval on the difference of medians of per-step samples", "resamples": RESAMPLES,
+            "practical_threshold": threshold,
+            "step": compare(sb["step_ns"], sa["step_ns"], scale, threshold).section(),
+            "host_gaps": compare(sb["host_gap_ns"], sa["host_gap_ns"], scale, threshold).section(),
+            "exposed_comm": compare(sb["exposed_comm_ns"], sa["exposed_comm_ns"], scale, threshold).section(),
+            "classes": classes,
+            "regressions": sorted((c for c, v in classes.items() if v["verdict"] == "regression"),
+                                  key=lambda c: -classes[c]["delta_ns"]),
+            "improvements": sorted((c for c, v in classes.items() if v["verdict"] == "improvement"),
+                                   key=lambda c: classes[c]["delta_ns"])}
+
+
+def diff(before: Side, after: Side, threshold: float = PRACTICAL_THRESHOLD) -> dict[str, Any]:
     """The ``tracekit.diff/v1`` document of two analysed sides."""
     b, a = before.report, after.report
     cb, ca = _classes(b), _classes(a)
+    comp = comparability(b, a)
     caveats = [f"BEFORE: {c}" for c in b["caveats"]] + [f"AFTER: {c}" for c in a["caveats"]]
+    caveats += comparability_notes(comp)
     fb, fa = b["floor"] or {}, a["floor"] or {}
     gaps_b, gaps_a = b["host_gaps"]["by_cause"], a["host_gaps"]["by_cause"]
     coll_b, coll_a = b["exposed_comm"]["by_collective"], a["exposed_comm"]["by_collective"]
+    reasons = blocking_reasons(comp)
     return {
         "schema": DIFF_SCHEMA,
         "before": {"path": before.path, "kind": before.kind, "config": b["config"]["name"]},
@@ -205,8 +191,11 @@ def diff(before: Side, after: Side) -> dict[str, Any]:
                  "p99_ns": _delta(b["steps"]["step_ns_p99"], a["steps"]["step_ns_p99"]),
                  "count": {"before": b["steps"]["count"], "after": a["steps"]["count"]},
                  "significant": significant(b, a)},
-        "conclusive": not inconclusive(b, a),
-        "inconclusive": inconclusive(b, a),
+        "conclusive": not reasons,
+        "inconclusive": reasons,
+        "comparability": comp,
+        "gate_basis": gate_basis(b, a, comp),
+        "noise": noise(b, a, threshold),
         "floor": {k: _delta(fb.get(k), fa.get(k)) for k in ("t_opt_ns", "t_sum_ns", "residual_ratio", "position")},
         "verdict": {"before": b["verdict"], "after": a["verdict"]},
         "changes": changes(b, a),
@@ -215,6 +204,8 @@ def diff(before: Side, after: Side) -> dict[str, Any]:
                         for k in ("measured_ns", "attributed_ns")},
                      "budget_ns": (ca.get(n) or cb.get(n) or {}).get("budget_ns")}
                     for n in sorted(set(cb) | set(ca))],
+        "kernels": kernel_rows(b, a),
+        "kernel_figure": kernel_figure(b, a),
         "host_gaps": {"total_ns": _delta(b["host_gaps"]["total_ns"], a["host_gaps"]["total_ns"]),
                       "by_cause": {c: _delta(gaps_b.get(c, 0), gaps_a.get(c, 0))
                                    for c in sorted(set(gaps_b) | set(gaps_a))}},
