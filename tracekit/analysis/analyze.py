@@ -14,7 +14,13 @@ import numpy as np
 
 from tracekit import floor
 from tracekit.analysis.accounting import StepAccount
-from tracekit.analysis.caveats import BLOCKING_CAVEATS, capture_caveats, caveat_texts, first_step_waits
+from tracekit.analysis.caveats import (
+    BLOCKING_CAVEATS,
+    capture_caveats,
+    caveat_texts,
+    first_step_waits,
+    unsupported_devices,
+)
 from tracekit.analysis.crossrank import CrossRank, RankMeta, cross_rank
 from tracekit.analysis.detail import Detail, DetailReader
 from tracekit.analysis.device import DeviceAnalysis, analyze_all, step_marker
@@ -126,8 +132,19 @@ def run_analysis(store: Store, opts: AnalyzeOptions) -> Analysis:
     return build_analysis(store, opts, analyze_devices(store, opts))
 
 
+def refuse_unsupported_device(store: Store) -> None:
+    """An input error naming the first file whose capture holds an accelerator tracekit does not read."""
+    unsupported = unsupported_devices(store.con)
+    if unsupported:
+        rank, text = unsupported[0]
+        source = next((f.source for f in store.files if f.rank == rank), store.files[0].source)
+        raise InputError(f"{source}: {text}")
+
+
 def refuse_without_gpu_activity(store: Store) -> None:
-    """An input error naming the first file whose capture has no GPU activity (its reader's note says why)."""
+    """An input error naming the first file whose capture has no GPU activity (its reader's note says why, or
+    the accelerator it holds instead: MTIA, TPU)."""
+    refuse_unsupported_device(store)
     row = store.con.execute("SELECT rank, detail FROM read_notes WHERE kind = ? ORDER BY rank LIMIT 1",
                             [NO_GPU_ACTIVITY]).fetchone()
     if row is not None:
@@ -149,7 +166,7 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     """The cross-rank part: reduce the per-device results (in (rank, device) order) to the report."""
     rules = load_rules()
     con = store.con
-    caveats = capture_caveats(con)
+    caveats = capture_caveats(con, opts.step_regex)
     caveats += first_step_waits(results, caveats, opts.skip_steps)
     accounts = [a for r in results for a in r.accounts]
     complete = complete_steps(results)

@@ -8,6 +8,7 @@ from typing import Any
 
 import duckdb
 
+from tracekit.analysis.crossrank import RankMeta
 from tracekit.analysis.steps import ENGINE_STEP_REGEX
 from tracekit.parsers.schema import NO_GPU_ACTIVITY
 
@@ -25,6 +26,8 @@ ENGINE_PROCESS_REGEX = r"^(VLLM::|sglang::|TRTLLM|trtllm)"
 
 # Reader notes that do not limit an analysis (still listed by `tracekit info` under "read notes").
 INFORMATIONAL_NOTES = frozenset({"backtrace_duplicates", "invalid_utf8", "no_rank", "ranks_from_processes"})
+# Kineto categories of accelerators tracekit does not read (unsupported_devices names them).
+ACCELERATOR_CATEGORIES = ("mtia_", "xla", "tpu", "hpu")
 # Kineto categories that carry nothing an analysis reads: flow arrows and instant markers.
 EXPECTED_SKIPS = frozenset({"ac2g", "async", "async_cpu_to_gpu", "fwdbwd", "Trace", "cpu_instant_event",
                             "(no category, ph i)"})
@@ -73,10 +76,13 @@ def caveat_texts(caveats: list[Caveat]) -> list[str]:
     return out
 
 
-def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
-    """Caveats per rank: whole-graph capture, no NVTX/annotations, unmatched launches, a profiler capture that
-    began after the process's first steps, reader notes."""
-    caveats: list[Caveat] = []
+def capture_caveats(con: duckdb.DuckDBPyConnection, step_regex: str | None = None) -> list[Caveat]:
+    """Caveats per rank: an unsupported accelerator, whole-graph capture, graph replays without their capture
+    trace, no NVTX/annotations or no step markers (unless ``step_regex`` names them), unmatched launches,
+    dropped or unflushed events, missing shapes or stacks, a profiler capture that began after the process's
+    first steps, clock domains without a wall-clock base, reader notes (`tracekit doctor` gives the fix of each)."""
+    caveats: list[Caveat] = [Caveat("unsupported_device", rank, f"rank {rank}: {text}")
+                             for rank, text in unsupported_devices(con)]
     graph_sql = """
         SELECT rank, count(*) AS launches, sum(kernels) AS kernels FROM graph_launches GROUP BY rank ORDER BY rank
     """
@@ -106,6 +112,7 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
         caveats.append(Caveat("unmatched_launch", rank, f"rank {rank}: {n} kernels without their launch call in "
                               "the capture (launched before it began, or API tracing off)"))
     caveats += _capture_only(con)
+    caveats += capture_settings(con, step_regex)
     for rank, start in _late_starts(con):
         caveats.append(Caveat("late_start", rank, f"rank {rank}: the capture starts at {start}: kernels launched "
                               "before it are not in the trace, so a launch index (ncu --launch-skip, rocprofv3 "
@@ -118,12 +125,42 @@ def capture_caveats(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
             continue  # counted above from the tables themselves, or no limit on what can be concluded
         if kind == "skipped_events" and detail in EXPECTED_SKIPS:
             continue
+        if kind == NO_GPU_ACTIVITY and any(c.kind == "unsupported_device" and c.rank == rank for c in caveats):
+            continue  # the accelerator is named above
+        if kind == "skipped_events" and str(detail).startswith(ACCELERATOR_CATEGORIES):
+            continue
         if kind == NO_GPU_ACTIVITY:
             caveats.append(Caveat(kind, rank, f"rank {rank}: no GPU activity: {detail}"))
             continue
         caveats.append(Caveat(kind, rank, f"rank {rank}: {kind}: {count} ({detail})" if detail
                               else f"rank {rank}: {kind}: {count}"))
     return caveats
+
+
+def unsupported_devices(con: duckdb.DuckDBPyConnection) -> list[tuple[int, str]]:
+    """(rank, text) per rank whose capture holds an accelerator tracekit does not read (MTIA, TPU, Gaudi):
+    named as such, never called CPU-only."""
+    out = []
+    rows = con.execute("""
+        SELECT n.rank, n.category, sum(n.count), (SELECT string_agg(DISTINCT d.name, ', ') FROM devices d
+                                                  WHERE d.rank = n.rank AND coalesce(d.name, '') <> '')
+        FROM (SELECT rank, count, CASE WHEN starts_with(detail, 'mtia_') THEN 'MTIA'
+                                       WHEN starts_with(detail, 'xla') OR starts_with(detail, 'tpu') THEN 'TPU'
+                                       WHEN starts_with(detail, 'hpu') THEN 'Gaudi (HPU)' END AS category
+              FROM read_notes WHERE kind = 'skipped_events') n
+        WHERE n.category IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2
+    """).fetchall()
+    rows += con.execute("""
+        SELECT rank, 'TPU', 0, string_agg(DISTINCT name, ', ') FROM devices WHERE regexp_matches(name, '(?i)\btpu')
+        GROUP BY rank ORDER BY rank
+    """).fetchall()
+    for rank, category, events, devices in rows:
+        if any(r == rank for r, _ in out):
+            continue
+        seen = f"{events:,} {category.split()[0]} events" if events else "its device"
+        out.append((rank, f"{category} accelerator: not supported ({seen}{f' on device {devices}' if devices else ''}; "
+                          "tracekit reads CUDA and HIP GPU activity)"))
+    return out
 
 
 def _capture_only(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
@@ -194,4 +231,74 @@ def first_step_waits(results: Sequence[Any], caveats: list[Caveat], skip_steps: 
                               "capture several steps and give --skip-steps 1"))
         else:
             out.append(Caveat("first_step_wait", res.rank, f"{head}: give --skip-steps 1"))
+    return out
+
+
+def _ranks_where(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None) -> list[tuple]:
+    return con.execute(sql, params or {}).fetchall()
+
+
+def capture_settings(con: duckdb.DuckDBPyConnection, step_regex: str | None) -> list[Caveat]:
+    """What the capture was not set to record: graph replays without their capture trace (Kineto), input
+    shapes or Python stacks (Kineto), step markers (none of ProfilerStep, an engine's step annotation or graph
+    launches, unless ``step_regex`` is given), GPU activity dropped or not flushed at the end, and clock
+    domains without a wall-clock base (several files)."""
+    out: list[Caveat] = []
+    any_capture = con.execute("SELECT count(*) FROM launches WHERE regexp_matches(name, $c)",
+                              {"c": STREAM_CAPTURE_REGEX}).fetchone()[0] > 0
+    if not any_capture:
+        for rank, launches, kernels in _ranks_where(con, """
+            SELECT g.rank, count(*), sum(g.kernels) FROM graph_launches g JOIN trace_info t USING (rank)
+            WHERE t.source_format = 'kineto' GROUP BY g.rank HAVING sum(g.kernels) > 0 ORDER BY 1"""):
+            out.append(Caveat("graph_replay_no_capture", rank, f"rank {rank}: {launches} graph replays ({kernels} "
+                              "kernels) without the trace of their capture among the inputs: the kernels inside "
+                              "the graphs cannot be tied to the ops, shapes and stacks that captured them (pair "
+                              "the replay trace with its graph-capture trace)"))
+    for rank, shapes, stacks, py in _ranks_where(con, """
+        SELECT t.rank, max(m.value) FILTER (WHERE m.key = 'record_shapes'),
+               max(m.value) FILTER (WHERE m.key = 'with_stack'),
+               (SELECT count(*) FROM ranges r WHERE r.rank = t.rank AND r.source = 'python_function')
+        FROM trace_info t LEFT JOIN trace_meta m ON m.rank = t.rank
+        WHERE t.source_format = 'kineto' AND EXISTS (SELECT 1 FROM ranges r WHERE r.rank = t.rank
+                                                    AND r.source = 'cpu_op')
+        GROUP BY t.rank ORDER BY 1"""):
+        if shapes != "1":
+            out.append(Caveat("missing_shapes", rank, f"rank {rank}: no input shapes (record_shapes off): ops "
+                              "carry no shapes, so the operating point cannot be read from the attention ops"))
+        if stacks != "1" and not py:
+            out.append(Caveat("missing_stacks", rank, f"rank {rank}: no Python stacks (with_stack off): host "
+                              "time before a launch is named by op, not by the Python code that ran"))
+    if step_regex is None:
+        for (rank,) in _ranks_where(con, """
+            SELECT t.rank FROM trace_info t
+            WHERE EXISTS (SELECT 1 FROM ranges r WHERE r.rank = t.rank AND r.source IN
+                          ('nvtx', 'user_annotation', 'gpu_user_annotation'))
+              AND NOT EXISTS (SELECT 1 FROM profiler_steps p WHERE p.rank = t.rank)
+              AND NOT EXISTS (SELECT 1 FROM graph_launches g WHERE g.rank = t.rank)
+              AND NOT EXISTS (SELECT 1 FROM launches l WHERE l.rank = t.rank AND regexp_matches(l.name, $capture))
+              AND NOT EXISTS (SELECT 1 FROM ranges r WHERE r.rank = t.rank AND r.source IN ('nvtx', 'user_annotation')
+                              AND regexp_matches(r.name, $engine))
+            ORDER BY 1""", {"engine": ENGINE_STEP_REGEX, "capture": STREAM_CAPTURE_REGEX}):
+            out.append(Caveat("no_step_markers", rank, f"rank {rank}: no step markers (no ProfilerStep#N, engine "
+                              "step annotation or graph launches): the whole capture is one step; give --step "
+                              "REGEX (`tracekit info` lists candidates)"))
+    for rank, n in _ranks_where(con, """
+        WITH last AS (SELECT rank, pid, max(start_ns) AS t FROM kernels GROUP BY rank, pid)
+        SELECT a.rank, count(*) FROM launches a JOIN last l ON l.rank = a.rank AND l.pid = a.pid
+        ANTI JOIN (SELECT DISTINCT rank, pid, correlation_id FROM kernels) k
+          ON k.rank = a.rank AND k.pid = a.pid AND k.correlation_id = a.correlation_id
+        WHERE regexp_matches(a.name, $launch) AND a.start_ns > l.t GROUP BY a.rank ORDER BY 1""",
+                              {"launch": KERNEL_LAUNCH_REGEX}):
+        if not any_capture:
+            out.append(Caveat("dropped_events", rank, f"rank {rank}: {n} kernel launches after the last recorded "
+                              "kernel have no kernel: GPU activity was dropped or not flushed when the capture "
+                              "stopped"))
+    meta = RankMeta.load(con)
+    files = sorted({path: min(r for r, p in meta.file_of.items() if p == path) for path in meta.file_of.values()}
+                   .items(), key=lambda kv: kv[1])
+    if len(files) > 1:
+        for _, rank in files:
+            if rank not in meta.wall_base_ns:
+                out.append(Caveat("clock_domain", rank, f"rank {rank}: its file is a clock domain of its own with "
+                                  "no wall-clock base: its offset comes from matched collectives alone"))
     return out

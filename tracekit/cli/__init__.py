@@ -27,7 +27,7 @@ COMMANDS = {
     "analyze": ("analyze", "analyze"), "floor": ("floor", "floor_cmd"), "walls": ("floor", "walls_cmd"),
     "configs": ("floor", "configs_cmd"), "predict": ("predict", "predict_cmd"), "cost": ("cost", "cost_cmd"),
     "reconcile": ("reconcile", "reconcile_cmd"), "diff": ("diff", "diff_cmd"), "export": ("export", "export_cmd"),
-    "baseline": ("baseline", "baseline_cmd"),
+    "baseline": ("baseline", "baseline_cmd"), "doctor": ("doctor", "doctor_cmd"),
 }
 
 
@@ -113,4 +113,3 @@ def main() -> None:
 
     Reads Nsight Systems SQLite exports and PyTorch profiler traces into a cached DuckDB store.
     """
-

@@ -59,9 +59,11 @@ def kernels(store: Store, fmt: str, out_path: Path | None, group_by: str, limit:
     """Per-kernel summary: instances, total, average, median, min, max, stddev (nsys definitions).
 
     With ``--by class`` a note gives the share of GPU time no class rule claims (class ``other``)."""
+    from tracekit.analysis.analyze import refuse_unsupported_device
     from tracekit.report.document import Document, Table
     from tracekit.report.render import emit
 
+    refuse_unsupported_device(store)  # an MTIA or TPU capture: exit 2 naming it, never an empty table
     notes = list(store.warnings)
     if group_by == "class":
         from tracekit.budgets.classify import class_summary, other_share_pct

@@ -27,7 +27,7 @@ from rich.text import Text
 
 from tracekit.files import write_atomically
 from tracekit.report.document import Document, Table
-from tracekit.report.text import inert, markdown_escape, shorten
+from tracekit.report.text import inert, inert_lines, markdown_escape, shorten
 
 FORMATS = ("table", "markdown", "csv", "json", "html")
 DEFAULT_WIDTH = 160  # a table's width when neither COLUMNS nor a terminal says otherwise
@@ -98,7 +98,7 @@ def render_markdown(doc: Document) -> str:
             lines.append("| " + " | ".join(markdown_escape(v) for v in row) + " |")
     for title, text in doc.blocks:
         fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
-        lines += ["", f"**{markdown_escape(inert(title))}**", "", fence + "sh", inert(text), fence]
+        lines += ["", f"**{markdown_escape(inert(title))}**", "", fence + "sh", inert_lines(text), fence]
     return "\n".join(lines) + "\n"
 
 
@@ -168,7 +168,7 @@ def render_table(doc: Document, console: Console) -> None:
             console.print(Text(inert(t.note)))
     for title, text in doc.blocks:
         console.print(Text(inert(title), style="bold"))
-        console.print(Text(inert(text)), soft_wrap=True)
+        console.print(Text(inert_lines(text)), soft_wrap=True)
 
 
 def table_width() -> int:

@@ -14,6 +14,11 @@ def inert(text: object) -> str:
     return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), str(text))
 
 
+def inert_lines(text: object) -> str:
+    """``inert`` per line: a verbatim block keeps its line breaks, every other control character is escaped."""
+    return "\n".join(inert(line) for line in str(text).split("\n"))
+
+
 def shorten(text: str, width: int) -> str:
     """``text`` cut to ``width`` characters in the middle, keeping more of the tail (where kernel names
     carry their template arguments and signature, the part that tells one from another)."""

@@ -1,0 +1,33 @@
+"""`tracekit doctor FILE...`: the capture's health check, each finding with the fix for the engine that
+wrote the trace (over tracekit.analysis.doctor). Exit 2 when tracekit cannot read the capture at all."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from tracekit.cli.common import input_options, output_options
+
+if TYPE_CHECKING:
+    from tracekit.store.ingest import Store
+
+
+@click.command("doctor")
+@input_options
+@output_options
+def doctor_cmd(store: Store, fmt: str, out_path: Path | None) -> None:
+    """Check a capture before any number: dropped events, missing shapes or stacks, graphs without node
+    tracing or capture trace, late start, step markers, the device, clocks; with the re-capture flags."""
+    from tracekit.analysis.doctor import diagnose
+    from tracekit.report.doctor import doctor_document
+    from tracekit.report.render import emit
+
+    health = diagnose(store.con)
+    emit(doctor_document(health, [str(f.source) for f in store.files]), fmt, out_path)
+    if health.unsupported:
+        first = next(f for f in health.findings if f.severity == "unsupported")
+        click.echo(f"tracekit: error: {first.text}", err=True)
+        sys.exit(2)
