@@ -10,6 +10,7 @@ import duckdb
 
 from tracekit.analysis.crossrank import RankMeta
 from tracekit.analysis.steps import ENGINE_STEP_REGEX
+from tracekit.analysis.verdict import ms
 from tracekit.parsers.schema import NO_GPU_ACTIVITY
 
 #: Kernel launch calls (runtime and driver, CUDA and HIP); graph launches are not kernel launches.
@@ -224,7 +225,7 @@ def first_step_waits(results: Sequence[Any], caveats: list[Caveat], skip_steps: 
         wait, dur = res.causes[0].get("dependency", 0), res.accounts[0].dur_ns
         if dur <= 0 or wait < FIRST_STEP_WAIT_SHARE * dur:
             continue
-        head = (f"rank {res.rank} device {res.device_id}: the capture's first step waits {wait} ns of its {dur} ns "
+        head = (f"rank {res.rank} device {res.device_id}: the capture's first step waits {ms(wait)} of its {ms(dur)} "
                 "on GPU work the trace does not hold (launched before the capture began)")
         if len(res.accounts) == 1:
             out.append(Caveat("only_step_waits", res.rank, f"{head}; it is the only step, so no step is measured: "

@@ -23,6 +23,7 @@ import duckdb
 from tracekit.analysis.rocprof import rocprof_command
 
 APP_PLACEHOLDER = "<your application command>"
+INTERPRETER_REGEX = r"^(python|pypy|ruby|node|perl|bash|sh)[0-9.]*$"
 
 
 def capture_command(con: duckdb.DuckDBPyConnection) -> str | None:
@@ -38,7 +39,9 @@ def capture_command(con: duckdb.DuckDBPyConnection) -> str | None:
         tokens = shlex.split(rows[0][0])
     except ValueError:
         return None
-    return shlex.join(tokens) if tokens else None
+    if not tokens or (len(tokens) == 1 and re.match(INTERPRETER_REGEX, tokens[0].rsplit("/", 1)[-1])):
+        return None  # a bare interpreter (the process name, not its script): ncu would run an interactive shell
+    return shlex.join(tokens)
 
 
 MAX_NAME_CHARS = 8192  # longer names are matched by head and tail: one shell argument must stay < 128 KiB

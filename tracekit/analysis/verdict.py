@@ -49,6 +49,11 @@ def _preconditions(ev: Evidence, opts: AnalyzeOptions) -> list[str]:
     return reasons
 
 
+def ms(ns: int | float) -> str:
+    """Nanoseconds for a sentence a person reads: milliseconds with 3 decimals (the JSON keeps the ns)."""
+    return f"{ns / 1e6:.3f} ms"
+
+
 def decide(ev: Evidence, opts: AnalyzeOptions) -> tuple[str, list[str]]:
     """(verdict, reasons): near-floor, pipeline, kernel or inconclusive, each with the numbers behind it."""
     if ev.blocking:
@@ -59,7 +64,7 @@ def decide(ev: Evidence, opts: AnalyzeOptions) -> tuple[str, list[str]]:
     if reasons or ev.placement is None or ev.floor is None:
         return "inconclusive", reasons or ["no step time to place against the floor"]
     p, t_opt = ev.placement, ev.floor["t_opt_ns"]
-    head = (f"step p50 {ev.step_p50} ns is {p.residual_ratio:.2f}x the floor t_opt {t_opt} ns "
+    head = (f"step p50 {ms(ev.step_p50)} is {p.residual_ratio:.2f}x the floor t_opt {ms(t_opt)} "
             f"({ev.floor['peak_kind']} peaks)")
     if p.floor_used == "attainable":
         head += (f" and {p.attainable_ratio:.2f}x the attainable floor {p.attainable_ns} ns (best measured rates: "
@@ -76,17 +81,17 @@ def decide(ev: Evidence, opts: AnalyzeOptions) -> tuple[str, list[str]]:
     residual = ev.step_p50 - t_opt
     # Waiting in a collective for a rank whose kernels ran long is that rank's kernel time, not pipeline time.
     pipeline_ns = ev.host_gaps["total_ns"] + ev.exposed_comm["exposed_ns"] - ev.kernel_wait_ns
-    reasons = [f"{head}; residual {residual} ns",
-               f"host gaps {ev.host_gaps['total_ns']} ns + exposed communication {ev.exposed_comm['exposed_ns']} ns "
-               + (f"- wait for slow kernels on the late rank {ev.kernel_wait_ns} ns " if ev.kernel_wait_ns else "")
-               + f"= {pipeline_ns} ns ({pipeline_ns / residual:.0%} of the residual)"]
+    reasons = [f"{head}; residual {ms(residual)}",
+               f"host gaps {ms(ev.host_gaps['total_ns'])} + exposed communication {ms(ev.exposed_comm['exposed_ns'])} "
+               + (f"- wait for slow kernels on the late rank {ms(ev.kernel_wait_ns)} " if ev.kernel_wait_ns else "")
+               + f"= {ms(pipeline_ns)} ({pipeline_ns / residual:.0%} of the residual)"]
     if ev.wait_reason:
         reasons.append(ev.wait_reason)
     if pipeline_ns >= opts.pipeline_share * residual:
         return "pipeline", reasons
     over = [c for c in ev.classes if c["over_budget"]]
     if over:
-        reasons.append("over budget: " + ", ".join(f"{c['name']} {c['ratio']:.2f}x (+{c['excess_ns']} ns)"
+        reasons.append("over budget: " + ", ".join(f"{c['name']} {c['ratio']:.2f}x (+{ms(c['excess_ns'])})"
                                                    for c in over))
         return "kernel", reasons
     reasons.append("no class exceeds its budget by the threshold and the pipeline does not explain the residual")

@@ -59,7 +59,7 @@ def floor_cmd(
         Table(
             "resources per GPU per step",
             rows_frame(frep.part_rows(result)),
-            note="bytes, FLOPs and messages per GPU per step; times in ns",
+            note="bytes, FLOPs and messages per GPU per step (JSON and CSV: bytes and ns)",
         ),
         Table("floor", rows_frame(frep.summary_rows(result, placement))),
     ]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracekit import floor
+from tracekit.analysis.verdict import ms
 from tracekit.budgets.configs import load_config
 from tracekit.compare.benchresults import BenchResult
 
@@ -184,15 +185,15 @@ def reconcile_one(r: BenchResult, opts: ReconcileOptions) -> dict[str, Any]:
         reasons.insert(0, "no TPOT P50 in the result: nothing to place against the floor")
     else:
         verdict = headline["verdict"]
-        reasons.insert(0, f"TPOT P50 {headline['measured_ns']} ns is {headline['residual_ratio']:.2f}x the "
-                          f"floor t_opt {headline['t_opt_ns']} ns (physical peaks) at {cfg.batch} requests x "
+        reasons.insert(0, f"TPOT P50 {ms(headline['measured_ns'])} is {headline['residual_ratio']:.2f}x the "
+                          f"floor t_opt {ms(headline['t_opt_ns'])} (physical peaks) at {cfg.batch} requests x "
                           f"{cfg.context_tokens} tokens: {headline['reason']}")
         expected = result.per_token_ns(result.expected_ns)
-        reasons.insert(1, f"against the calibrated estimate expected_ns {expected} ns ({result.expected_peak_kind} "
+        reasons.insert(1, f"against the calibrated estimate expected_ns {ms(expected)} ({result.expected_peak_kind} "
                           f"peaks, what tuned kernels usually reach; not a bound): "
                           f"{headline['measured_ns'] / expected:.2f}x")
         if tpot["p99"] is not None:
-            reasons.insert(2, f"TPOT P99 {tpot['p99']['measured_ns']} ns is {tpot['p99']['residual_ratio']:.2f}x "
+            reasons.insert(2, f"TPOT P99 {ms(tpot['p99']['measured_ns'])} is {tpot['p99']['residual_ratio']:.2f}x "
                               "the floor t_opt")
     return {**entry, "floor": {"t_opt_ns": result.t_opt_ns, "t_sum_ns": result.t_sum_ns, "binding": result.binding,
                                "resource_ns": dict(result.resource_ns), "peak_kind": result.peak_kind,

@@ -63,7 +63,8 @@ def training_document(cfg: Any, classes: dict[str, str]) -> Document:
         f"tracekit predict: {cfg.name} (training step)",
         [Table("step", _kv(summary), note=STEP_NOTE),
          Table("by class and resource", rows_frame(parts),
-               note=f"the estimate on the critical stage, per GPU per optimizer step, at {cfg.peaks} peaks; ns"),
+               note=f"the estimate on the critical stage, per GPU per optimizer step, at {cfg.peaks} peaks "
+                    "(JSON and CSV: ns)"),
          Table("layout", _kv(layout)),
          Table("memory per GPU", _kv(memory), note=f"bytes on the fullest GPU; {mem.verdict()}")],
         notes=[ESTIMATE_NOTE] + ([] if mem.feasible else [mem.verdict()]),
@@ -88,6 +89,7 @@ def inference_document(cfg: Any, classes: dict[str, str]) -> Document:
     return Document(
         f"tracekit predict: {cfg.name} ({cfg.phase} step)",
         [Table("step", _kv(summary), note=STEP_NOTE),
-         Table("by class and resource", rows_frame(parts), note="the floor per GPU per step, physical peaks; ns")],
+         Table("by class and resource", rows_frame(parts),
+               note="the floor per GPU per step, physical peaks (JSON and CSV: ns)")],
         notes=[ESTIMATE_NOTE, *result.notes], data={**figures, **result.to_dict()},
     )

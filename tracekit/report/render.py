@@ -43,6 +43,8 @@ def column_unit(name: str) -> str | None:
     """'ns', 'ms' or '%' when a column's name says its values are in that unit."""
     if _NS_COLUMN.search(name):
         return "ns"
+    if name.endswith(" GB"):
+        return "GB"
     return "ms" if _MS_COLUMN.search(name) else "%" if name.endswith("%") else None
 
 
@@ -70,12 +72,62 @@ def _cell(value: object, unit: str | None = None) -> str:
     if isinstance(value, float):
         if unit == "ns" and math.isfinite(value):
             return str(round(value))
-        if unit == "ms" and math.isfinite(value):
+        if unit in ("ms", "GB") and math.isfinite(value):
             return f"{value:,.3f}"
         if unit == "%" and math.isfinite(value):
             return f"{value:,.1f}"
         return _number(value)
     return inert(value)
+
+
+_BYTES_NAME = re.compile(r"(^|_)bytes(_per_gpu)?$")
+_SHARE_NAME = re.compile(r"^(mfu|mbu)(_|$)")
+
+
+def _renamed(name: str) -> tuple[str, str] | None:
+    """(the name a person reads, the human unit) for a name in ns, bytes or a utilisation fraction."""
+    if column_unit(name) == "ns":
+        return re.sub(r"(^|[ _(])ns(\)?)$", lambda m: (" " if m.group(1) == "_" else m.group(1)) + "ms" +
+                      m.group(2), name).strip(), "ms"
+    if _BYTES_NAME.search(name):
+        return _BYTES_NAME.sub(lambda m: (" GB" if m.group(1) else "GB") + (" per gpu" if m.group(2) else ""),
+                               name).strip(), "GB"
+    if _SHARE_NAME.search(name):
+        return f"{name} %", "%"
+    return None
+
+
+_SCALE = {"ms": 1e-6, "GB": 1e-9, "%": 100.0}
+
+
+def _human_text(text: str | None, unit: str) -> str | None:
+    try:
+        value = float(text) * _SCALE[unit] if text is not None else None
+    except ValueError:
+        return text
+    return None if value is None else f"{value:,.1f}" if unit == "%" else f"{value:,.3f}"
+
+
+def human_frame(frame: pl.DataFrame) -> pl.DataFrame:
+    """The frame as a person reads it: nanoseconds in milliseconds, bytes in GB (3 decimals), MFU/MBU in %,
+    the names saying so; in a key/value table the values of such keys likewise (JSON and CSV keep ns, bytes
+    and fractions)."""
+    cols = frame.columns
+    if "value" in cols and cols[0] != "value" and frame[cols[0]].dtype == pl.String:
+        key = cols[0]
+        keys = frame[key].to_list()
+        renamed = [_renamed(k) if k is not None else None for k in keys]
+        if any(renamed):
+            values = frame["value"].cast(pl.String).to_list()
+            frame = frame.with_columns(
+                pl.Series(key, [r[0] if r else k for k, r in zip(keys, renamed, strict=True)]),
+                pl.Series("value", [_human_text(v, r[1]) if r else v for v, r in zip(values, renamed, strict=True)],
+                          dtype=pl.String))
+    units = {c: r for c in cols if frame[c].dtype.is_numeric() and (r := _renamed(c)) is not None}
+    if not units:
+        return frame
+    return frame.with_columns([(pl.col(c).cast(pl.Float64) * _SCALE[u]).alias(c) for c, (_, u) in units.items()]
+                              ).rename({c: n for c, (n, _) in units.items()})
 
 
 def _cells(frame: pl.DataFrame) -> list[list[str]]:
@@ -90,10 +142,11 @@ def render_markdown(doc: Document) -> str:
         lines += ["", f"## {markdown_escape(inert(t.title))}", ""]
         if t.note:
             lines += [markdown_escape(inert(t.note)), ""]
-        cols = t.frame.columns
+        frame = human_frame(t.frame)
+        cols = frame.columns
         lines.append("| " + " | ".join(markdown_escape(c) for c in cols) + " |")
-        lines.append("|" + "|".join("---:" if t.frame[c].dtype.is_numeric() else "---" for c in cols) + "|")
-        columns = [[shorten(v, MARKDOWN_NAME_CHARS) for v in col] for col in _cells(t.frame)]
+        lines.append("|" + "|".join("---:" if frame[c].dtype.is_numeric() else "---" for c in cols) + "|")
+        columns = [[shorten(v, MARKDOWN_NAME_CHARS) for v in col] for col in _cells(frame)]
         for row in zip(*columns, strict=True):
             lines.append("| " + " | ".join(markdown_escape(v) for v in row) + " |")
     for title, text in doc.blocks:
@@ -140,13 +193,14 @@ def _fit(widths: list[int], shrinkable: list[bool], total: int) -> list[int]:
 
 def _rich_table(t: Table, width: int) -> RichTable:
     """One table whose rows fit ``width`` columns: long text cells shortened in the middle, one line each."""
-    columns = _cells(t.frame)
-    numeric = [t.frame[c].dtype.is_numeric() for c in t.frame.columns]
-    natural = [max([cell_len(c)] + [cell_len(v) for v in col]) for c, col in zip(t.frame.columns, columns,
+    frame = human_frame(t.frame)
+    columns = _cells(frame)
+    numeric = [frame[c].dtype.is_numeric() for c in frame.columns]
+    natural = [max([cell_len(c)] + [cell_len(v) for v in col]) for c, col in zip(frame.columns, columns,
                                                                                  strict=True)]
     fitted = _fit(natural, [not n for n in numeric], width - 3 * len(natural) - 1)  # borders and padding
     rt = RichTable()
-    for c, is_numeric, w, n in zip(t.frame.columns, numeric, fitted, natural, strict=True):
+    for c, is_numeric, w, n in zip(frame.columns, numeric, fitted, natural, strict=True):
         if is_numeric:  # a number is never cut: when they alone are too wide, the line runs long
             rt.add_column(Text(c), justify="right", no_wrap=True, min_width=n)
         else:
