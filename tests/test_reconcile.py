@@ -88,12 +88,12 @@ def test_below_the_floor_is_inconclusive(tmp_path: Path) -> None:
 def test_discipline_rules_each_triggered_and_still_reconciled(tmp_path: Path) -> None:
     closed = one(FIX / "vllm_benchmark_serving_closed.json")
     assert rules(closed) == {"open_loop": "broken", "length_distribution": "broken", "steady_state": "broken",
-                             "tail_percentiles": "ok"}
+                             "no_failed_requests": "unknown", "tail_percentiles": "ok"}
     assert closed["tpot"]["p50"] is not None  # broken rules do not stop the reconciliation
     assert any("12 requests < 10 x concurrency 2.2" in r for r in closed["reasons"])
     serve = one(FIX / "vllm_serve_rate4.json")
     assert rules(serve) == {"open_loop": "ok", "length_distribution": "unknown", "steady_state": "ok",
-                            "tail_percentiles": "ok"}
+                            "no_failed_requests": "ok", "tail_percentiles": "ok"}
     assert rules(one(FIX / "guidellm_benchmarks.json")) == dict.fromkeys(rules(serve), "ok")
     doc = json.loads((FIX / "vllm_serve_rate4.json").read_text())
     del doc["p99_tpot_ms"], doc["p99_ttft_ms"]  # e.g. --metric-percentiles 50,90
@@ -164,3 +164,66 @@ def test_markdown_names_each_run() -> None:
     rows = [line for line in result.stdout.splitlines() if line.startswith("| 3 | sglang | rate inf/s")]
     # 31.5 ms against the physical floor of 21.6 ms per token: 1.46x, above the 1.3 threshold
     assert rows and "| above-floor | kv\\_capacity |" in rows[0]
+
+
+def edited(tmp_path: Path, name: str, change) -> Path:
+    doc = json.loads((FIX / "vllm_serve_rate4.json").read_text())
+    change(doc)
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_result_for_another_model_is_inconclusive(tmp_path: Path) -> None:
+    same = one(FIX / "vllm_serve_rate4.json")  # Qwen/Qwen3-8B against qwen3-8b
+    assert same["model"] == {"recorded": "Qwen/Qwen3-8B", "config": "qwen3-8b", "matches": True}
+    assert same["verdict"] != "inconclusive"
+    other = one(edited(tmp_path, "vl.json", lambda d: d.update(model_id="Qwen/Qwen2.5-VL-3B-Instruct")))
+    assert other["model"]["matches"] is False and other["verdict"] == "inconclusive"
+    assert other["reasons"][0].startswith("the result is for model Qwen/Qwen2.5-VL-3B-Instruct, the config "
+                                          "describes Qwen3-8B")
+
+
+def test_failed_requests_are_flagged(tmp_path: Path) -> None:
+    e = one(edited(tmp_path, "failed.json", lambda d: d.update(failed=40)))
+    assert rules(e)["no_failed_requests"] == "broken"
+    assert any("40 requests failed of 440 (9.1%)" in r for r in e["reasons"])
+
+
+def test_itl_is_placed_when_there_is_no_tpot(tmp_path: Path) -> None:
+    def no_tpot(d: dict) -> None:
+        for k in ("mean_tpot_ms", "median_tpot_ms", "std_tpot_ms", "p99_tpot_ms"):
+            del d[k]
+    with_tpot = one(FIX / "vllm_serve_rate4.json")
+    e = one(edited(tmp_path, "itl.json", no_tpot))
+    assert e["operating_point"]["latency_source"] == "itl" and e["tpot"]["p50"]["measured_ns"] == 8_900_000
+    assert e["reasons"][0].startswith("ITL P50 8.900 ms is") and any("no TPOT in the result" in r for r in e["reasons"])
+    assert with_tpot["operating_point"]["latency_source"] == "tpot"
+
+
+AIPERF = {  # the layout of ai-dynamo/aiperf's JsonExportData (export_models.py), values typed here
+    "schema_version": "1.0", "aiperf_version": "0.3.0",
+    "request_throughput": {"unit": "requests/sec", "avg": 4.0},
+    "request_latency": {"unit": "ms", "avg": 4600.0, "p50": 4550.0, "p99": 5200.0, "std": 120.0},
+    "request_count": {"unit": "requests", "avg": 400},
+    "error_request_count": {"unit": "requests", "avg": 4},
+    "time_to_first_token": {"unit": "ms", "avg": 60.0, "p50": 55.0, "p99": 120.0},
+    "inter_token_latency": {"unit": "ms", "avg": 9.2, "p50": 9.1, "p99": 11.0},
+    "output_token_throughput": {"unit": "tokens/sec", "avg": 2000.0},
+    "input_sequence_length": {"unit": "tokens", "avg": 1000.0, "std": 100.0},
+    "output_sequence_length": {"unit": "tokens", "avg": 500.0, "std": 50.0},
+    "benchmark_duration": {"unit": "sec", "avg": 100.0},
+    "input_config": {"endpoint": {"model_names": ["Qwen/Qwen3-8B"]}, "loadgen": {"request_rate": 4.0}},
+    "was_cancelled": False,
+}
+
+
+def test_aiperf_export_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "profile_export_aiperf.json"
+    path.write_text(json.dumps(AIPERF))
+    e = one(path)
+    b = e["benchmark"]
+    assert (b["tool"], b["model"], b["failed_requests"], b["num_requests"]) == ("aiperf", "Qwen/Qwen3-8B", 4, 400)
+    assert (b["tpot_ns_p50"], b["ttft_ns_p99"], b["request_rate_per_s"]) == (9_100_000, 120_000_000, 4.0)
+    assert e["operating_point"]["concurrency"] == pytest.approx(4.0 * 4.6)  # Little's law: 4/s x 4.6 s
+    assert rules(e)["no_failed_requests"] == "broken" and e["model"]["matches"] is True

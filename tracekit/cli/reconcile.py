@@ -22,7 +22,7 @@ from tracekit.errors import InputError
 @output_options
 def reconcile_cmd(results: tuple[Path, ...], config: str, sets: tuple[str, ...], threshold: float,
                   plot_path: Path | None, fmt: str, out_path: Path | None) -> None:
-    """Place serving-benchmark TPOT (vLLM, SGLang, GenAI-Perf, GuideLLM results) against the floor."""
+    """Place serving-benchmark TPOT (vLLM, SGLang, GenAI-Perf, AIPerf, GuideLLM results) against the floor."""
     from tracekit.compare.benchresults import read_results
     from tracekit.compare.reconcile import ReconcileOptions, reconcile, sweep
     from tracekit.report.reconcile import reconcile_document

@@ -8,6 +8,7 @@ The result is the ``tracekit.reconcile/v1`` document (docs/reconcile.md); render
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,11 +56,12 @@ def operating_point(r: BenchResult) -> OperatingPoint:
         conc = r.throughput_requests_per_s * r.e2e_ns_mean / 1e9
         return OperatingPoint(conc, "littles_law", f"Little's law: {r.throughput_requests_per_s:.4g} requests/s "
                               f"x mean E2E {r.e2e_ns_mean / 1e6:.1f} ms", context)
-    if r.output_tokens_per_s and r.tpot_ns_mean:
-        conc = r.output_tokens_per_s * r.tpot_ns_mean / 1e9
+    per_token, what = (r.tpot_ns_mean, "TPOT") if r.tpot_ns_mean else (r.itl_ns_mean, "ITL")
+    if r.output_tokens_per_s and per_token:
+        conc = r.output_tokens_per_s * per_token / 1e9
         return OperatingPoint(conc, "littles_law_tokens", f"Little's law over tokens (no mean E2E reported): "
-                              f"{r.output_tokens_per_s:.5g} output tokens/s x mean TPOT "
-                              f"{r.tpot_ns_mean / 1e6:.2f} ms", context)
+                              f"{r.output_tokens_per_s:.5g} output tokens/s x mean {what} "
+                              f"{per_token / 1e6:.2f} ms", context)
     if r.max_concurrency:
         return OperatingPoint(float(r.max_concurrency), "max_concurrency",
                               "the configured concurrency cap (no throughput and latency to apply Little's law)",
@@ -99,11 +101,51 @@ def discipline(r: BenchResult, concurrency: float | None) -> list[dict[str, str]
         rules.append(_rule("steady_state", "ok" if ok else "broken",
                            f"{r.num_requests} requests {'>=' if ok else '<'} {STEADY_STATE_FACTOR} x concurrency "
                            f"{concurrency:.1f} = {need:.0f}" + ("" if ok else ": warm-up and drain dominate")))
+    rules.append(failed_rule(r))
     missing = [n for n, v in (("TPOT P50", r.tpot_ns_p50), ("TPOT P99", r.tpot_ns_p99),
                               ("TTFT P50", r.ttft_ns_p50), ("TTFT P99", r.ttft_ns_p99)) if v is None]
     rules.append(_rule("tail_percentiles", "broken" if missing else "ok",
                        f"missing: {', '.join(missing)}" if missing else "TPOT and TTFT P50 and P99 present"))
     return rules
+
+
+def failed_rule(r: BenchResult) -> dict[str, str]:
+    """``no_failed_requests``: the latency percentiles of a run with failed requests describe the requests that
+    succeeded only (a server that fails its slowest requests looks fast)."""
+    if r.failed_requests is None:
+        return _rule("no_failed_requests", "unknown", f"{r.tool} does not report failed requests")
+    if r.failed_requests == 0:
+        return _rule("no_failed_requests", "ok", "no request failed")
+    total = (r.num_requests or 0) + r.failed_requests
+    share = f" of {total} ({r.failed_requests / total:.1%})" if r.num_requests is not None else ""
+    return _rule("no_failed_requests", "broken", f"{r.failed_requests} requests failed{share}: the percentiles "
+                 "are over the requests that succeeded only")
+
+
+_SIZE = re.compile(r"(\d+x)?\d+(\.\d+)?[bm](?![a-z])")
+
+
+def _family_size(name: str) -> tuple[str, str | None]:
+    """('qwen', '8b') for 'Qwen/Qwen3-8B-Instruct': the leading letters of the last path part, and the
+    parameter count where the name states one."""
+    base = name.rsplit("/", 1)[-1].lower()
+    family = re.match(r"[a-z]*", base).group(0)  # type: ignore[union-attr]
+    size = _SIZE.search(base.replace("_", "-"))
+    return family, size.group(0) if size else None
+
+
+def model_mismatch(recorded: str | None, model: Any) -> str | None:
+    """A reason when the result names a model other than the config's (another family, or another size where
+    both names state one); None when they agree or the result names none."""
+    if not recorded:
+        return None
+    fam, size = _family_size(recorded)
+    for name in (model.name, model.key):
+        f, s = _family_size(name)
+        if fam and f and (fam.startswith(f) or f.startswith(fam)) and (size is None or s is None or size == s):
+            return None
+    return (f"the result is for model {recorded}, the config describes {model.name} ({model.key}): the floor "
+            "is another model's; give the config of the served model")
 
 
 def _rule(name: str, status: str, detail: str) -> dict[str, str]:
@@ -170,8 +212,15 @@ def reconcile_one(r: BenchResult, opts: ReconcileOptions) -> dict[str, Any]:
         if key in opts.overrides:
             reasons.append(f"--set {key}={opts.overrides[key]} replaces the derived {derived[key]}")
     point.update(batch=cfg.batch, effective=cfg.settings())
+    mismatch = model_mismatch(r.model, cfg.model)
     result = floor.compute_floor(cfg)
-    tpot = {"p50": place(result, r.tpot_ns_p50, opts.threshold), "p99": place(result, r.tpot_ns_p99, opts.threshold)}
+    p50, p99, source = r.tpot_ns_p50, r.tpot_ns_p99, "tpot"
+    if p50 is None and r.itl_ns_p50 is not None:
+        p50, p99, source = r.itl_ns_p50, r.itl_ns_p99, "itl"
+        reasons.append("no TPOT in the result: ITL is placed instead (the gap between consecutive tokens; its "
+                       "mean equals TPOT's, its percentiles are over gaps, not requests)")
+    tpot = {"p50": place(result, p50, opts.threshold), "p99": place(result, p99, opts.threshold)}
+    point["latency_source"] = source
     wall = closest_wall(floor.compute_walls(cfg), cfg.batch)
     goodput = None
     if r.output_tokens_per_s is not None:
@@ -180,12 +229,13 @@ def reconcile_one(r: BenchResult, opts: ReconcileOptions) -> dict[str, Any]:
         goodput = {"output_tokens_per_s_per_gpu": per_gpu, "floor_tokens_per_s_per_gpu": at_floor,
                    "fraction_of_floor": per_gpu / at_floor if at_floor else None}
     headline = tpot["p50"]
+    label = "TPOT" if source == "tpot" else "ITL"
     if headline is None:
         verdict = "inconclusive"
-        reasons.insert(0, "no TPOT P50 in the result: nothing to place against the floor")
+        reasons.insert(0, "no TPOT or ITL P50 in the result: nothing to place against the floor")
     else:
         verdict = headline["verdict"]
-        reasons.insert(0, f"TPOT P50 {ms(headline['measured_ns'])} is {headline['residual_ratio']:.2f}x the "
+        reasons.insert(0, f"{label} P50 {ms(headline['measured_ns'])} is {headline['residual_ratio']:.2f}x the "
                           f"floor t_opt {ms(headline['t_opt_ns'])} (physical peaks) at {cfg.batch} requests x "
                           f"{cfg.context_tokens} tokens: {headline['reason']}")
         expected = result.per_token_ns(result.expected_ns)
@@ -193,7 +243,7 @@ def reconcile_one(r: BenchResult, opts: ReconcileOptions) -> dict[str, Any]:
                           f"peaks, what tuned kernels usually reach; not a bound): "
                           f"{headline['measured_ns'] / expected:.2f}x")
         if tpot["p99"] is not None:
-            reasons.insert(2, f"TPOT P99 {ms(tpot['p99']['measured_ns'])} is {tpot['p99']['residual_ratio']:.2f}x "
+            reasons.insert(2, f"{label} P99 {ms(tpot['p99']['measured_ns'])} is {tpot['p99']['residual_ratio']:.2f}x "
                               "the floor t_opt")
     return {**entry, "floor": {"t_opt_ns": result.t_opt_ns, "t_sum_ns": result.t_sum_ns, "binding": result.binding,
                                "resource_ns": dict(result.resource_ns), "peak_kind": result.peak_kind,
@@ -201,7 +251,9 @@ def reconcile_one(r: BenchResult, opts: ReconcileOptions) -> dict[str, Any]:
                                "tokens_per_step": cfg.tokens_per_step,
                                "kv_capacity_requests": result.kv_capacity_requests,
                                "tokens_per_s_per_gpu_at_t_opt": result.tokens_per_s_per_gpu()},
-            "tpot": tpot, "closest_wall": wall, "goodput": goodput, "verdict": verdict, "reasons": reasons}
+            "model": {"recorded": r.model, "config": cfg.model.key, "matches": None if not r.model else not mismatch},
+            "tpot": tpot, "closest_wall": wall, "goodput": goodput,
+            "verdict": "inconclusive" if mismatch else verdict, "reasons": ([mismatch] if mismatch else []) + reasons}
 
 
 def sweep(entries: list[dict[str, Any]], opts: ReconcileOptions, min_points: int = 2) -> dict[str, Any] | None:

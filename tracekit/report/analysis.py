@@ -19,6 +19,13 @@ def ms_text(ns: int | float | None) -> str:
 
 
 
+def over_budget_text(c: dict[str, Any]) -> str:
+    """'yes', 'no', or for a communication class that question 2 judges it (its ratio is shown, not judged)."""
+    if c["communication"]:
+        return "question 2"
+    return "yes" if c["over_budget"] else "no"
+
+
 def overlap_text(ec: dict[str, Any]) -> str:
     """How much communication the compute kernels hid, or that there was none."""
     if not ec["comm_ns"]:
@@ -112,10 +119,13 @@ def report_document(report: dict[str, Any]) -> Document:
     tables.append(Table("3. kernel classes per step (median)", pl.DataFrame([{
         "class": c["name"], "measured ms": ms_value(c["measured_ns"]), "budget ms": ms_value(c["budget_ns"]),
         "ratio": None if c["ratio"] is None else round(c["ratio"], 2), "excess ms": ms_value(c["excess_ns"]),
-        "over budget": c["over_budget"], "top kernel": c["kernels"][0]["name"] if c["kernels"] else None,
+        "over budget": over_budget_text(c), "top kernel": c["kernels"][0]["name"] if c["kernels"] else None,
     } for c in report["classes"]], schema={"class": pl.String, "measured ms": pl.Float64, "budget ms": pl.Float64,
-                                           "ratio": pl.Float64, "excess ms": pl.Float64, "over budget": pl.Boolean,
-                                           "top kernel": pl.String})))
+                                           "ratio": pl.Float64, "excess ms": pl.Float64, "over budget": pl.String,
+                                           "top kernel": pl.String}),
+        note=f"communication classes are judged by question 2 (exposed communication), not against their budget; "
+             f"over budget: a ratio above {report['config']['threshold']} and an excess of at least "
+             f"{report['config']['min_excess_fraction']:.0%} of the step"))
     if report["ncu_targets"]:
         tables.append(Table("deep-dive targets (ncu for NVIDIA, rocprofv3 for AMD kernels)", pl.DataFrame([{
             "class": t["class"], "tool": t["tool"], "function": t["function"], "kernel": t["kernel"],

@@ -14,6 +14,7 @@ from typing import Any
 from tracekit import __version__
 from tracekit.analysis.analyze import Analysis
 from tracekit.files import write_atomically
+from tracekit.report.analysis import over_budget_text
 from tracekit.report.document import Document
 from tracekit.report.html_assets import CSS, JS
 from tracekit.report.html_charts import class_bars, esc, floor_bars, legend, ms, timeline, walls_chart
@@ -109,7 +110,7 @@ def _timelines(analysis: Analysis, colours: dict[str, str]) -> tuple[str, list[s
 
 def _classes_section(report: dict[str, Any], colours: dict[str, str]) -> str:
     rows = [[c["name"], ms(c["measured_ns"]), ms(c["budget_ns"]) if c["budget_ns"] is not None else "",
-             "" if c["ratio"] is None else f"{c['ratio']:.2f}", ms(c["excess_ns"]), "yes" if c["over_budget"] else "",
+             "" if c["ratio"] is None else f"{c['ratio']:.2f}", ms(c["excess_ns"]), over_budget_text(c),
              c["kernels"][0]["name"] if c["kernels"] else ""] for c in report["classes"]]
     table = _table(["class", "measured", "budget", "ratio", "excess", "over budget", "top kernel"], rows,
                    numeric={1, 2, 3, 4}, names={6})

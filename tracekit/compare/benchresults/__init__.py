@@ -1,4 +1,4 @@
-"""Readers of serving-benchmark result files (vLLM, SGLang, GenAI-Perf, GuideLLM), one module per tool,
+"""Readers of serving-benchmark result files (vLLM, SGLang, GenAI-Perf, AIPerf, GuideLLM), one module per tool,
 all normalised into ``BenchResult``. ``read_results`` recognises the format from the content."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from typing import Any
 
 from tracekit.errors import InputError
 
-from . import genai_perf, guidellm, sglang, vllm
+from . import aiperf, genai_perf, guidellm, sglang, vllm
 from .record import CLOSED_LOOP, BenchResult
 
 __all__ = ["CLOSED_LOOP", "BenchResult", "read_result_file", "read_results"]
 
 MAX_BYTES = 256 * 1024 * 1024  # result files are small; anything larger is not one
-_SINGLE = (vllm, sglang, genai_perf)  # one JSON object -> one run
+_SINGLE = (vllm, sglang, aiperf, genai_perf)  # one JSON object -> one run (AIPerf before its GenAI-Perf look-alike)
 
 
 def read_results(paths: list[Path]) -> list[BenchResult]:
@@ -41,7 +41,8 @@ def read_result_file(path: Path) -> list[BenchResult]:
         reader = next((m for m in _SINGLE if m.matches(doc)), None)
         if reader is None:
             raise InputError(f"{path}: {'line ' + str(index + 1) + ' ' if len(docs) > 1 else ''}is not a result "
-                             "of vLLM bench serve, SGLang bench_serving, GenAI-Perf or GuideLLM; see docs/reconcile.md")
+                             "of vLLM bench serve, SGLang bench_serving, GenAI-Perf, AIPerf or GuideLLM; "
+                             "see docs/reconcile.md")
         out.append(reader.read(doc, str(path), index))
     return out
 

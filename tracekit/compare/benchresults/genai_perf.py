@@ -73,4 +73,13 @@ def read(doc: dict[str, Any], path: str, index: int) -> BenchResult:
         output_tokens_per_s=stat("output_token_throughput", "avg"),
         duration_ns=None,
         notes=notes,
+        model=model_name(args),
     )
+
+
+def model_name(args: dict[str, Any]) -> str | None:
+    """The served model from the arguments: GenAI-Perf ``model`` (a list), AIPerf ``endpoint.model_names``."""
+    names = args.get("model") or (args.get("endpoint") or {}).get("model_names") or args.get("model_names")
+    if isinstance(names, list):
+        names = names[0] if names else None
+    return names if isinstance(names, str) and names else None

@@ -81,6 +81,7 @@ def _read_one(bench: Any, path: str, index: int) -> BenchResult:
     successful = totals.get("successful") if isinstance(totals, dict) else None
     duration_s = number(bench.get("duration"), f"{where} duration")
     n_ok = int(successful) if successful is not None else None
+    errored = totals.get("errored") if isinstance(totals, dict) else None
     throughput = (n_ok / duration_s) if n_ok is not None and duration_s else field("requests_per_second", "mean")
     return BenchResult(
         path=path, index=index, tool=TOOL, tool_version_checked=VERSION_CHECKED, label=label,
@@ -102,4 +103,5 @@ def _read_one(bench: Any, path: str, index: int) -> BenchResult:
         output_tokens_per_s=field("output_tokens_per_second", "mean"),
         duration_ns=s_to_ns(duration_s),
         notes=notes,
+        failed_requests=int(errored) if isinstance(errored, (int, float)) and not isinstance(errored, bool) else None,
     )

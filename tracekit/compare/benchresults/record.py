@@ -48,6 +48,9 @@ class BenchResult:
     output_tokens_per_s: float | None
     duration_ns: int | None
     notes: list[str] = field(default_factory=list)
+    model: str | None = None  # the served model as the tool recorded it (vLLM model_id, GenAI-Perf/AIPerf model)
+    failed_requests: int | None = None  # requests that errored (None: the tool does not say)
+    itl_ns_mean: int | None = None  # mean gap between consecutive tokens (vLLM and SGLang)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -123,7 +126,7 @@ def vllm_family_fields(doc: dict[str, Any], where: str) -> dict[str, Any]:
         "input_len_mean": in_mean, "input_len_std": in_std, "output_len_mean": out_mean, "output_len_std": out_std,
         "ttft_ns_p50": ms("median_ttft_ms"), "ttft_ns_p99": ms("p99_ttft_ms"),
         "tpot_ns_p50": ms("median_tpot_ms"), "tpot_ns_p99": ms("p99_tpot_ms"), "tpot_ns_mean": ms("mean_tpot_ms"),
-        "itl_ns_p50": ms("median_itl_ms"), "itl_ns_p99": ms("p99_itl_ms"),
+        "itl_ns_p50": ms("median_itl_ms"), "itl_ns_p99": ms("p99_itl_ms"), "itl_ns_mean": ms("mean_itl_ms"),
         "throughput_requests_per_s": number(doc.get("request_throughput"), f"{where} request_throughput"),
         "output_tokens_per_s": number(doc.get("output_throughput"), f"{where} output_throughput"),
         "duration_ns": s_to_ns(doc.get("duration"), f"{where} duration"),

@@ -53,4 +53,5 @@ def read(doc: dict[str, Any], path: str, index: int) -> BenchResult:
         concurrency_reported=number(doc.get("concurrency"), f"{where} concurrency"), **fields,
         e2e_ns_p50=ms("median_e2e_latency_ms"), e2e_ns_p99=ms("p99_e2e_latency_ms"),
         e2e_ns_mean=ms("mean_e2e_latency_ms"), notes=notes,
+        model=str(doc["model_id"]) if isinstance(doc.get("model_id"), str) and doc["model_id"] else None,
     )

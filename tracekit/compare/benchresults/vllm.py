@@ -45,5 +45,10 @@ def read(doc: dict[str, Any], path: str, index: int) -> BenchResult:
         request_rate_per_s=rate_per_s, concurrency_reported=None, **fields,
         e2e_ns_p50=ms_to_ns(doc.get("median_e2el_ms"), f"{where} median_e2el_ms"),
         e2e_ns_p99=ms_to_ns(doc.get("p99_e2el_ms"), f"{where} p99_e2el_ms"),
-        e2e_ns_mean=e2e_mean, notes=notes,
+        e2e_ns_mean=e2e_mean, notes=notes, model=_text(doc.get("model_id")),
+        failed_requests=int(number(doc["failed"], f"{where} failed") or 0) if doc.get("failed") is not None else None,
     )
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if isinstance(value, str) and value else None
