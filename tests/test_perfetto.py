@@ -74,3 +74,27 @@ def test_analysis_tracks_hold_steps_gaps_exposed_comm_and_over_budget_kernels(tm
     assert over == {"attn_core"} and by_track[4]
     assert {e["args"]["class"] for e in by_track[4]} == over
     assert all(e["ts"] >= 0 and e["dur"] >= 0 for e in doc["traceEvents"] if e["ph"] == "X")
+
+
+def test_host_launch_calls_and_flow_arrows(tmp_path: Path) -> None:
+    """Each launch call is a slice on its host thread, with a flow arrow (Kineto's ac2g) to its kernel."""
+    out = tmp_path / "timeline.json"
+    source, _, back = export([FIXTURES / "dsv32_ep16_decode.sqlite"], out, "dsv32-ep16")
+    events = json.loads(out.read_text())["traceEvents"]
+    kernels = {e["args"]["correlation"]: e for e in events if e.get("cat") == "kernel"}
+    launches = {e["args"]["correlation"]: e for e in events
+                if e.get("cat") == CATEGORY and e["name"].startswith("launch: ")}
+    starts = {e["id"]: e for e in events if e.get("ph") == "s"}
+    ends = {e["id"]: e for e in events if e.get("ph") == "f"}
+    matched = source.con.execute("SELECT count(*) FROM kernels k JOIN launches a USING (rank, pid, correlation_id)"
+                                 ).fetchone()[0]
+    assert len(launches) == matched > 0 and set(starts) == set(ends) == set(launches)
+    for corr, call in launches.items():
+        k, s, f = kernels[corr], starts[corr], ends[corr]
+        assert call["name"] == f"launch: {k['name']}" and call["pid"] != k["pid"]
+        assert (s["pid"], s["tid"], s["ts"]) == (call["pid"], call["tid"], call["ts"])
+        assert (f["pid"], f["tid"], f["ts"], f["bp"]) == (k["pid"], k["tid"], k["ts"], "e")
+        assert float(call["ts"]) <= float(k["ts"])  # launched before it ran
+    threads = {e["args"]["name"] for e in events if e.get("name") == "thread_name" and e["pid"] >= 1_000_000}
+    assert threads and all(t.startswith("host thread ") for t in threads)
+    assert back.con.execute("SELECT count(*) FROM api_calls").fetchone()[0] == 0  # read back: still no API calls

@@ -5,7 +5,7 @@ The result is the ``tracekit.report/v2`` document (see docs/report-schema.md); r
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,7 +98,7 @@ def _gpu_models(con: duckdb.DuckDBPyConnection) -> dict[int, list[str]]:
 
 @dataclass
 class Analysis:
-    """The v1 report and the per-device summaries behind it; per-operation detail of a step or a device is
+    """The v2 report and the per-device summaries behind it; per-operation detail of a step or a device is
     re-read from the store on request (for timelines and exports)."""
 
     report: dict[str, Any]
@@ -123,7 +123,7 @@ class Analysis:
 
 
 def analyze(store: Store, opts: AnalyzeOptions) -> dict[str, Any]:
-    """Run the whole analysis over an open store and return the v1 report document."""
+    """Run the whole analysis over an open store and return the v2 report document."""
     return run_analysis(store, opts).report
 
 
@@ -178,6 +178,7 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     # Question 2: exposed communication, every figure from one step (the median step).
     step = median_step(complete)
     exposed_comm = _exposed_comm(accounts, step, rules.communication)
+    exposed_comm["all_steps"] = _overlap_all_steps(accounts)
     # Floor and question 3: classes against budgets.
     floor_section, floor_result, placement, effective, fit = _floor_section(con, opts, step_p50)
     cross = cross_rank(results, RankMeta.load(con), floor_section["hardware"] if floor_section else None)
@@ -205,7 +206,9 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
                    "step_regex": opts.step_regex, "skip_steps": opts.skip_steps},
         "steps": {"count": len(accounts), "incomplete": len(accounts) - len(complete), "source": sources,
                   "step_ns_p50": step_p50, "step_ns_p99": step_p99,
-                  "capture_only": any(c.kind == "graph_capture_only" for c in caveats), **_rank_spread(complete)},
+                  "capture_only": any(c.kind == "graph_capture_only" for c in caveats),
+                  "count_per_rank": {str(r): n for r, n in sorted(Counter(a.rank for a in accounts).items())},
+                  **_rank_spread(complete)},
         "floor": floor_section,
         "fit": fit.section() if fit else None,
         "host_gaps": host_gaps,
@@ -317,6 +320,14 @@ def _kernel_table(results: list[DeviceAnalysis], n_steps: int) -> list[dict[str,
     return [{"name": name, "class": cls, "launches": launches[(cls, name)], "total_ns": total[(cls, name)],
              "mean_ns": total[(cls, name)] // max(launches[(cls, name)], 1),
              "per_step_ns": total[(cls, name)] // max(n_steps, 1)} for cls, name in top]
+
+
+def _overlap_all_steps(accounts: list[StepAccount]) -> dict[str, Any]:
+    """Overlap over every analysed step together (all ranks and devices): Σ communication, Σ exposed and
+    1 − their ratio; the whole-capture figure beside the median step's (HTA's overlap is over its window)."""
+    comm, exposed = sum(a.comm_ns for a in accounts), sum(a.exposed_ns for a in accounts)
+    return {"steps": len(accounts), "comm_ns": comm, "exposed_ns": exposed,
+            "overlap_fraction": (1 - exposed / comm) if comm else None}
 
 
 def _kernel_time(results: list[DeviceAnalysis]) -> dict[str, list[tuple[str, int]]]:

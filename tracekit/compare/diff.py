@@ -29,7 +29,7 @@ SNIFF_BYTES = 4096
 
 @dataclass
 class Side:
-    """One input: where it came from and its v1 report."""
+    """One input: where it came from and its v2 report."""
 
     path: str
     kind: str  # 'report' or 'trace'

@@ -9,14 +9,17 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.report.document import Document, Table, ms_value, pct_value
+from tracekit.report.document import Document, Table, ms_text, ms_value, pct_value
 from tracekit.report.ranks import ranks_tables
 
 
-def ms_text(ns: int | float | None) -> str:
-    """Milliseconds with 3 decimals, for sentences."""
-    return "n/a" if ns is None else f"{ns / 1e6:.3f}"
-
+def _per_rank_text(steps: dict[str, Any]) -> str:
+    """' (1 per rank, 2 ranks)' when the steps come from several ranks; '' for one."""
+    per = list((steps.get("count_per_rank") or {}).values())
+    if len(per) < 2:
+        return ""
+    each = str(per[0]) if min(per) == max(per) else f"{min(per)}-{max(per)}"
+    return f" ({each} per rank, {len(per)} ranks)"
 
 
 def over_budget_text(c: dict[str, Any]) -> str:
@@ -30,9 +33,12 @@ def overlap_text(ec: dict[str, Any]) -> str:
     """How much communication the compute kernels hid, or that there was none."""
     if not ec["comm_ns"]:
         return "no communication"
-    text = f"overlapped {pct_value(ec['overlap_fraction'])}% by compute kernels"
+    text = f"overlapped {pct_value(ec['overlap_fraction'])}% by compute kernels in the median step"
     if ec.get("exposed_under_memops_ns"):
         text += f" ({pct_value(ec['overlap_fraction_incl_memops'])}% counting memory copies and sets as hiding it)"
+    whole = ec.get("all_steps") or {}
+    if whole.get("overlap_fraction") is not None:
+        text += f"; {pct_value(whole['overlap_fraction'])}% over all {whole['steps']} analysed steps together"
     if ec.get("wait_ns") is not None:
         text += (f"; of the exposed, waiting for a late rank {ms_text(ec['wait_ns'])} ms, moving bytes "
                  f"{ms_text(ec['transfer_ns'])} ms")
@@ -70,13 +76,14 @@ def exposed_comm_table(ec: dict[str, Any]) -> Table:
 
 
 def report_document(report: dict[str, Any]) -> Document:
-    """Render the v1 report dict as titled tables with the verdict and reasons as notes."""
+    """Render the v2 report dict as titled tables with the verdict and reasons as notes."""
     steps = report["steps"]
     notes = [f"verdict: {report['verdict']}"] + [f"reason: {r}" for r in report["reasons"]]
     incomplete = steps.get("incomplete") or 0
     left_out = (f" (over {steps['count'] - incomplete} complete steps: the last step of each device, which ends "
                 "at its own last operation, is left out)") if incomplete else ""
-    notes.append(f"steps: {steps['count']} from {', '.join(steps['source'])}; p50 {ms_text(steps['step_ns_p50'])} ms, "
+    notes.append(f"steps: {steps['count']}{_per_rank_text(steps)} from {', '.join(steps['source'])}; "
+                 f"p50 {ms_text(steps['step_ns_p50'])} ms, "
                  f"p99 {ms_text(steps['step_ns_p99'])} ms{left_out}; slowest rank {steps['slowest_rank']}")
     notes += [f"caveat: {c}" for c in report["caveats"]]
     notes += [f"fit: {n}" for n in (report.get("fit") or {}).get("notes", [])]

@@ -48,6 +48,11 @@ def ms_value(ns: float | None, digits: int = 4) -> float | None:
     return None if ns is None else round(ns / 1e6, digits)
 
 
+def ms_text(ns: int | float | None) -> str:
+    """Milliseconds with 3 decimals, for sentences (one precision per unit, as the tables print ms)."""
+    return "n/a" if ns is None else f"{ns / 1e6:.3f}"
+
+
 def pct_value(x: float | None) -> float | None:
     """A fraction as a percentage with one decimal for a table cell (None stays None)."""
     return None if x is None else round(100 * x, 1)

@@ -6,7 +6,10 @@ reader reads it back: per (rank, device) one process whose threads are the strea
 ``args.stream`` and a ``args.correlation`` unique in the file. Beside it, one process of analysis tracks,
 ``cat: "tracekit"`` (a category the reader counts as skipped): step windows, host gaps named by cause,
 exposed communication, the kernels of over-budget classes, and, across ranks, each matched collective split
-into its wait for the last rank and its transfer. Times are exact: ``ts``/``dur`` are microseconds with three
+into its wait for the last rank and its transfer. The host: per device one process whose threads are the
+launching host threads, holding each launch call (``cat: "tracekit"``, named by the kernel it launched) with
+a flow arrow (``cat: "ac2g"``, as Kineto's) from the call to its kernel, so a gap before a kernel shows the
+host thread that was late to launch it. Times are exact: ``ts``/``dur`` are microseconds with three
 decimals from ``baseTimeNanoseconds``, each device on its own file's clock; the analysis process names the
 clock offset to subtract to align it with the reference rank (the report's ``ranks.clocks``).
 """
@@ -26,6 +29,8 @@ from tracekit.report.timeline import gap_marks, is_memop
 TRACKS = ("step windows", "host gaps (by cause)", "exposed communication", "over-budget kernels", "collective wait",
           "collective transfer")
 CATEGORY = "tracekit"
+FLOW_CATEGORY = "ac2g"  # Kineto's launch -> kernel flow category (the reader skips it)
+HOST_PID_BASE = 1_000_000  # host processes' pids: past every device and analysis process of the file
 
 
 def _us(ns: int) -> str:
@@ -70,6 +75,7 @@ def _device_events(analysis: Analysis, i: int, base: int, correlation: int) -> t
                               args))
         else:
             out.append(_event("kernel", str(ops.name[j]), gpu_pid, stream, s - base, e - base, args))
+    out += _host_events(ops, i, gpu_pid, base, correlation)
     over = {c["name"]: c for c in report["classes"] if c["over_budget"]}
     flagged: set[int] = set()
     for acc in dev.accounts:
@@ -91,6 +97,30 @@ def _device_events(analysis: Analysis, i: int, base: int, correlation: int) -> t
     if cross is not None:
         out += _collective_events(analysis, i, ann_pid, base)
     return out, correlation + len(ops)
+
+
+def _host_events(ops: Any, i: int, gpu_pid: int, base: int, correlation: int) -> list[str]:
+    """The launch calls of device ``i``'s operations on their host threads, and a flow arrow from each call
+    to the operation it launched (ids are the operations' correlation ids in this file)."""
+    pid = HOST_PID_BASE + i
+    known = np.flatnonzero((ops.launch_tid >= 0) & (ops.launch_end_ns >= ops.launch_start_ns)
+                           & (ops.launch_start_ns >= base))  # a launch before the file's base is left out
+    if not known.size:
+        return []
+    out = [_meta("process_name", pid, None, name=f"rank {ops.rank} GPU {ops.device_id}: host launch calls"),
+           _meta("process_sort_index", pid, None, sort_index=HOST_PID_BASE + i)]
+    for t in np.unique(ops.launch_tid[known]).tolist():
+        out.append(_meta("thread_name", pid, int(t), name=f"host thread {t}"))
+    for j in known.tolist():
+        tid, s, e = int(ops.launch_tid[j]), int(ops.launch_start_ns[j]), int(ops.launch_end_ns[j])
+        out.append(_event(CATEGORY, f"launch: {ops.name[j]}", pid, tid, s - base, e - base,
+                          {"correlation": correlation + j, "graph": bool(ops.in_graph[j])}))
+        flow = correlation + j
+        out.append(f'{{"ph":"s","cat":"{FLOW_CATEGORY}","name":"{FLOW_CATEGORY}","id":{flow},"pid":{pid},'
+                   f'"tid":{tid},"ts":{_us(s - base)}}}')
+        out.append(f'{{"ph":"f","cat":"{FLOW_CATEGORY}","name":"{FLOW_CATEGORY}","id":{flow},"pid":{gpu_pid},'
+                   f'"tid":{int(ops.stream_id[j])},"ts":{_us(int(ops.start_ns[j]) - base)},"bp":"e"}}')
+    return out
 
 
 def _collective_events(analysis: Analysis, i: int, pid: int, base: int) -> list[str]:
@@ -115,6 +145,9 @@ def perfetto_json(analysis: Analysis) -> str:
     """The annotated timeline as Chrome-trace JSON text."""
     starts = [d.first_start_ns for d in analysis.devices if d.n_ops]
     starts += [a.window.start_ns for d in analysis.devices for a in d.accounts]
+    first_launch = analysis.store.con.execute("SELECT min(start_ns) FROM launches WHERE start_ns >= 0").fetchone()[0]
+    if first_launch is not None and starts:
+        starts.append(int(first_launch))  # the host tracks start with the first launch call
     base = min(starts, default=0)
     events: list[str] = []
     correlation = 1

@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.report.document import Table, ms_value
+from tracekit.report.document import Table, ms_text, ms_value
 
 
 def who(row: dict[str, Any], ranks: dict[str, Any]) -> str:
@@ -19,8 +19,8 @@ def straggler_line(ranks: dict[str, Any]) -> str:
     s = ranks["straggler"]
     if s is None:
         return "nobody waited in a matched collective"
-    return (f"The others waited {ms_value(s['waited_for_ns'])} ms for {who(s, ranks)} ({s['share']:.0%} of all wait, "
-            f"last to arrive in {s['instances']} collectives, {ms_value(s['late_ns'])} ms late at the median): "
+    return (f"The others waited {ms_text(s['waited_for_ns'])} ms for {who(s, ranks)} ({s['share']:.0%} of all wait, "
+            f"last to arrive in {s['instances']} collectives, {ms_text(s['late_ns'])} ms late at the median): "
             f"{s['cause']['text']}")
 
 
@@ -61,8 +61,8 @@ def ranks_tables(report: dict[str, Any]) -> tuple[list[Table], list[str]]:
         return [], []
     counts = ranks["instances"]
     note = (f"{counts['matched']} collectives matched across {ranks['participants']} devices (by "
-            f"{' and '.join(ranks['methods']) or 'nothing'}); wait {ms_value(ranks['wait_ns'])} ms, transfer "
-            f"{ms_value(ranks['transfer_ns'])} ms in all. {straggler_line(ranks)}")
+            f"{' and '.join(ranks['methods']) or 'nothing'}); wait {ms_text(ranks['wait_ns'])} ms, transfer "
+            f"{ms_text(ranks['transfer_ns'])} ms in all. {straggler_line(ranks)}")
     tables = [Table("2b. across ranks: clocks, wait and transfer per rank", per_rank_frame(ranks), note=note)]
     if ranks["per_step"]:
         tables.append(Table("who the others waited for, per step", pl.DataFrame([{
@@ -72,7 +72,7 @@ def ranks_tables(report: dict[str, Any]) -> tuple[list[Table], list[str]]:
         gpu = ranks["network_gpu"]
         tables.append(Table("transfer against the network budget", network_frame(ranks),
                             note=f"catalog and budget of {gpu}" if gpu else "no catalog GPU: bandwidth only"))
-    hosts = "; ".join(f"{h['host']} {ms_value(h['offset_ns'])} ms (ranks {', '.join(map(str, h['ranks']))}, spread "
-                      f"{ms_value(h['spread_ns'])} ms)" for h in ranks.get("hosts", []))
+    hosts = "; ".join(f"{h['host']} {ms_text(h['offset_ns'])} ms (ranks {', '.join(map(str, h['ranks']))}, spread "
+                      f"{ms_text(h['spread_ns'])} ms)" for h in ranks.get("hosts", []))
     notes = [f"ranks: clock offset per host: {hosts}"] if hosts else []
     return tables, notes + [f"ranks: {r}" for r in ranks["reasons"]]
