@@ -27,6 +27,7 @@ from .result import CLASS_NAMES, RESOURCES, ClassPart, FloorResult
 from .training_config import GRAD_DTYPES, overlaps, train_layout
 from .training_memory import TrainMemory, stage_params, train_memory
 from .training_work import ACT, StageWork, group_time, hidden, stage_work, stages, train_kernel_time
+from .units import format_ns
 
 #: optimizer HBM bytes per parameter besides the gradient: Adam reads master weights, m, v (12) and writes
 #: them (12) plus the 16-bit weights (2); SGD with momentum reads and writes master weights and momentum.
@@ -281,9 +282,10 @@ def training_floor(cfg: DeploymentConfig) -> FloorResult:
                    "network": sum(p.net_ns for p in parts)}
     hw, lay = cfg.hardware, pred.layout
     notes = [
-        f"training step estimate {pred.step_ns} ns at {cfg.peaks} peaks (micro-batch {pred.micro_batch_ns} ns x "
-        f"{lay.micro_batches}, bubble {pred.bubble_ns} ns, exposed gradient collectives {pred.grad_exposed_ns} ns, "
-        f"optimizer {pred.optimizer_ns} ns); see `tracekit predict`",
+        f"training step estimate {format_ns(pred.step_ns)} at {cfg.peaks} peaks (micro-batch "
+        f"{format_ns(pred.micro_batch_ns)} x {lay.micro_batches}, bubble {format_ns(pred.bubble_ns)}, exposed "
+        f"gradient collectives {format_ns(pred.grad_exposed_ns)}, optimizer {format_ns(pred.optimizer_ns)}); "
+        "see `tracekit predict`",
         f"memory per GPU: {pred.memory.verdict()}",
         f"peaks: {cfg.peaks}",
     ]

@@ -28,6 +28,9 @@ def commands(report: str) -> dict[str, list[str]]:
         "memory": ["memory", *trace], "doctor": ["doctor", *trace],
         "floor": ["floor", "--config", CONFIG, "--measured", "25ms"], "walls": ["walls", "--config", CONFIG],
         "predict": ["predict", "--config", CONFIG], "cost": ["cost", "--config", CONFIG], "configs": ["configs"],
+        "predict training": ["predict", "--config", "gpt2-small-dp8-a100"],
+        "floor training": ["floor", "--config", "gpt2-small-dp8-a100"],
+        "walls vs": ["walls", "--config", CONFIG, "--vs", "dsv32-tp16", "--tpot-slo", "50ms"],
         "reconcile": ["reconcile", BENCH, "--config", "qwen3-8b-tp1-h100"], "diff": ["diff", report, report],
     }
 

@@ -67,7 +67,7 @@ def decide(ev: Evidence, opts: AnalyzeOptions) -> tuple[str, list[str]]:
     head = (f"step p50 {ms(ev.step_p50)} is {p.residual_ratio:.2f}x the floor t_opt {ms(t_opt)} "
             f"({ev.floor['peak_kind']} peaks)")
     if p.floor_used == "attainable":
-        head += (f" and {p.attainable_ratio:.2f}x the attainable floor {p.attainable_ns} ns (best measured rates: "
+        head += (f" and {p.attainable_ratio:.2f}x the attainable floor {ms(p.attainable_ns)} (best measured rates: "
                  "the stop rule's floor)")
     if p.verdict == "inconclusive":
         return "inconclusive", [f"{head}: {p.reason} (set --batch, --context, --set weight_dtype=... or the "
