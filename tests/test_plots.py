@@ -64,3 +64,27 @@ def test_missing_matplotlib_is_one_line(tmp_path: Path, monkeypatch: pytest.Monk
     result = CliRunner().invoke(main, ["analyze", str(SAMPLE), "--no-cache", "--plots", str(tmp_path / "p")])
     assert result.exit_code == 2
     assert result.stderr.strip().count("\n") == 0 and "tracekit[plot]" in result.stderr
+
+
+def test_walls_plot_has_honest_axes_and_draws_the_vs_config_and_the_slo(tmp_path: Path) -> None:
+    """No offset label on a flat prefill sweep; --vs draws the second config, --tpot-slo its line."""
+    from tracekit.budgets.configs import load_config
+    from tracekit.floor import compute_walls
+    from tracekit.floor.plot import walls_figure
+
+    flat = compute_walls(load_config("gptoss-20b-vllm-mi300x-prefill", {"batch": "1"}))
+    fig = walls_figure(flat)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        assert ax.yaxis.get_offset_text().get_text() == "", ax.yaxis.get_offset_text().get_text()
+    a, b = (load_config(n, {"batch": "1"}) for n in ("dsv32-ep16", "dsv32-tp16"))
+    walls = compute_walls(a, tpot_slo_ns=50_000_000, vs=b)
+    fig = walls_figure(walls, compute_walls(b, tpot_slo_ns=50_000_000))
+    labels = {line.get_label() for ax in fig.axes for line in ax.get_lines()}
+    assert {"t_opt dsv32-ep16 (ms)", "t_opt dsv32-tp16 (ms)", "TPOT SLO 50 ms"} <= labels
+    slo = next(line for line in fig.axes[0].get_lines() if line.get_label() == "TPOT SLO 50 ms")
+    assert set(slo.get_ydata()) == {50.0}
+    result = CliRunner().invoke(main, ["walls", "--config", "dsv32-ep16", "--vs", "dsv32-tp16", "--tpot-slo", "50ms",
+                                       "--plot", str(tmp_path / "walls.png"), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "walls.png").stat().st_size > 0

@@ -105,7 +105,8 @@ def walls_cmd(
     if plot_path is not None:
         from tracekit.floor.plot import plot_walls
 
-        plot_walls(walls, plot_path)
+        vs_walls = compute_walls(other, tpot_slo_ns=slo_ns) if other is not None else None
+        plot_walls(walls, plot_path, vs_walls)
     tables = [
         Table("walls (as concurrency grows)", rows_frame(frep.wall_rows(walls))),
         Table(
