@@ -104,7 +104,7 @@ def test_gap_times_count_from_their_step_and_headings_wrap(tmp_path: Path) -> No
         at = re.findall(r"<td[^>]*>([^<]*)</td>", row)[3]
         assert float(at.split()[0]) == pytest.approx(gap["step_offset_ns"] / 1e6, abs=0.01)
         assert 0 <= gap["step_offset_ns"] < 2 * step_ms * 1e6
-    assert re.search(r"h1, h2, h3 \{ overflow-wrap: anywhere; \}", page)
+    assert re.search(r"h1, h2, h3[^{]*\{ overflow-wrap: anywhere; \}", page)
 
 
 def test_hostile_names_are_escaped(tmp_path: Path) -> None:
@@ -180,3 +180,73 @@ def test_report_renders_in_a_headless_browser(tmp_path: Path) -> None:
     shot = tmp_path / "report.png"
     run = chromium("--window-size=1400,1000", f"--screenshot={shot}", (tmp_path / "report.html").as_uri())
     assert run.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+#: The reports the layout is checked on (issue 27): vLLM piecewise graphs, SGLang decode, 8 DLRM ranks.
+LAYOUT_REPORTS = {
+    "vllm": ("torch/tracelens__vllm_prefilldecode_piecewise/graph_execution.json.gz",
+             "gptoss-20b-vllm-mi300x-prefill"),
+    "sglang": ("torch/tracelens__inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz", "qwen3-8b-sglang-mi300x"),
+    "dlrm8": ("torch/dlrm8_v100", None),
+}
+LAYOUT_WIDTHS = (1400, 800)
+MIN_CELL_CHARS = 8
+MEASURE = """<script>
+window.addEventListener("load", function () {
+  var out = [];
+  document.querySelectorAll("iframe").forEach(function (f) {
+    var doc = f.contentDocument, narrow = [];
+    function width(cell, text) {  // the text's width in the cell's own font, on one line
+      var s = doc.createElement("span");
+      s.style.cssText = "position:absolute;visibility:hidden;white-space:nowrap";
+      s.textContent = text; cell.appendChild(s);
+      var w = s.getBoundingClientRect().width; cell.removeChild(s); return w;
+    }
+    doc.querySelectorAll("td, th").forEach(function (c) {
+      var st = doc.defaultView.getComputedStyle(c), text = c.textContent.trim();
+      if (!text) return;
+      var inner = c.clientWidth - parseFloat(st.paddingLeft) - parseFloat(st.paddingRight);
+      var need = Math.min(width(c, "0".repeat(MIN_CHARS)), width(c, text));
+      if (inner + 0.5 < need) narrow.push([text.slice(0, 60), Math.round(inner), Math.round(need)]);
+    });
+    out.push({report: f.dataset.report, width: f.clientWidth, page: doc.documentElement.scrollWidth,
+              cells: doc.querySelectorAll("td, th").length, narrow: narrow.slice(0, 5), n_narrow: narrow.length});
+  });
+  var pre = document.createElement("pre"); pre.id = "tk-measure"; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>""".replace("MIN_CHARS", str(MIN_CELL_CHARS))
+
+
+def test_report_layout_fits_the_window(shared_traces: Path, tmp_path: Path) -> None:
+    """At 1400 and 800 px, measured in the DOM by one headless Chromium session: the page is no wider than the
+    window, and no table cell is narrower than 8 characters of its text (or its whole text when shorter)."""
+    if CHROMIUM is None:
+        message = "chromium is not installed (.ci/run installs it with apt-get)"
+        if IN_CI:
+            pytest.fail(message + "; CI must run the browser test")
+        pytest.skip(message)
+    frames = []
+    for name, (path, config) in LAYOUT_REPORTS.items():
+        args = ["analyze", str(shared_traces / path), "--cache-dir", str(tmp_path / "cache"), "--format", "html",
+                "--out", str(tmp_path / f"{name}.html"), *(["--config", config] if config else [])]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+        frames += [f'<iframe data-report="{name}" src="{name}.html" style="width:{w}px;height:900px;border:0">'
+                   "</iframe>" for w in LAYOUT_WIDTHS]
+    harness = tmp_path / "layout.html"
+    harness.write_text(f"<!doctype html><html><head>{MEASURE}</head><body>{''.join(frames)}</body></html>",
+                       encoding="utf-8")
+    run = chromium("--allow-file-access-from-files", "--virtual-time-budget=8000", "--window-size=1500,1000",
+                   "--dump-dom", harness.as_uri())
+    assert run.returncode == 0, run.stderr[-2000:]
+    found = re.search(r'<pre id="tk-measure">(.*?)</pre>', run.stdout, re.S)
+    assert found, "the harness did not run: " + run.stdout[-500:]
+    measured = json.loads(found.group(1).replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
+                          .replace("&amp;", "&"))
+    assert sorted((m["report"], m["width"]) for m in measured) == sorted(
+        (n, w) for n in LAYOUT_REPORTS for w in LAYOUT_WIDTHS)
+    for m in measured:
+        assert m["cells"] > 20, m
+        assert m["page"] <= m["width"], m
+        assert m["n_narrow"] == 0, m

@@ -58,7 +58,7 @@ def _table(head: list[str], rows: list[list[Any]], numeric: set[int] | None = No
 
     th = "".join(f"<th{cls(i)}>{esc(h)}</th>" for i, h in enumerate(head))
     body = "".join("<tr>" + "".join(cell(i, v) for i, v in enumerate(r)) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="tw"><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _reconciliation(report: dict[str, Any]) -> str:

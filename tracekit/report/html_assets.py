@@ -12,7 +12,7 @@ body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
        background: var(--bg); margin: 0 auto; padding: 16px 24px 40px; max-width: 1360px; }
 h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid var(--line);
   padding-bottom: 4px; } h3 { font-size: 15px; margin: 16px 0 6px; }
-h1, h2, h3 { overflow-wrap: anywhere; } /* a kernel name in a heading wraps, never runs off the page */
+h1, h2, h3, p, li, .sub { overflow-wrap: anywhere; } /* a kernel name in text wraps, never runs off the page */
 .sub { color: var(--muted); font-size: 13px; word-break: break-all; }
 .verdict { display: inline-block; padding: 2px 12px; border-radius: 12px; color: #fff; font-weight: 600;
            letter-spacing: .02em; }
@@ -22,8 +22,11 @@ h1, h2, h3 { overflow-wrap: anywhere; } /* a kernel name in a heading wraps, nev
 @media (max-width: 1000px) { .top { grid-template-columns: 1fr; } }
 ul.reasons { margin: 8px 0; padding-left: 20px; } ul.reasons li { margin: 3px 0; }
 .caveat { color: #8a5a00; }
+.tw { max-width: 100%; overflow-x: auto; } /* a table wider than the window scrolls inside, never the page */
 table { border-collapse: collapse; margin: 6px 0 10px; font-size: 13px; }
-th, td { border-bottom: 1px solid var(--line); padding: 3px 10px 3px 0; text-align: left; vertical-align: top; }
+th, td { border-bottom: 1px solid var(--line); padding: 3px 10px 3px 0; text-align: left; vertical-align: top;
+  min-width: 8ch; } /* no column squeezed to a character per line */
+th { white-space: nowrap; } /* headers are a few words: one line each */
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.num, th.num { white-space: nowrap; }
 td.name { max-width: 620px; word-break: break-all; font-family: ui-monospace, Menlo, Consolas, monospace;
