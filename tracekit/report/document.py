@@ -43,7 +43,7 @@ def rows_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
-def ms_value(ns: float | None, digits: int = 4) -> float | None:
+def ms_value(ns: float | None, digits: int = 3) -> float | None:
     """Nanoseconds as milliseconds for a table cell (None stays None)."""
     return None if ns is None else round(ns / 1e6, digits)
 

@@ -26,8 +26,7 @@ def esc(text: object) -> str:
 def ms(ns: float | None) -> str:
     if ns is None:
         return "n/a"
-    v = ns / 1e6
-    return f"{v:.3f} ms" if abs(v) < 10 else f"{v:.2f} ms" if abs(v) < 100 else f"{v:.1f} ms"
+    return f"{ns / 1e6:,.3f} ms"  # one precision per unit, as the tables and sentences print ms
 
 
 def dur_text(ns: float) -> str:
@@ -170,12 +169,14 @@ def floor_bars(report: dict[str, Any]) -> str:
             at += v
         out.append(f'<text x="{x(at) + 6:.1f}" y="{y + 19}" class="muted">{esc(ms(at))}</text>')
     bottom = top + len(rows) * row_h
-    for value, label, dash in ((fl["t_opt_ns"], "t_opt", ""), (fl["t_opt_ns"] * threshold,
-                                                                 f"{threshold:g}× t_opt", ' stroke-dasharray="5 4"')):
+    # t_opt's label ends at its line and the threshold's starts at its own: close lines never overprint.
+    for value, label, dash, anchor, dx in ((fl["t_opt_ns"], "t_opt", "", "end", -3),
+                                           (fl["t_opt_ns"] * threshold, f"{threshold:g}× t_opt",
+                                            ' stroke-dasharray="5 4"', "start", 3)):
         lx = x(value)
         out.append(f'<line x1="{lx:.1f}" x2="{lx:.1f}" y1="{top - 4}" y2="{bottom}" stroke="#1d2125" '
                    f'stroke-width="1.5"{dash}/>'
-                   f'<text x="{lx:.1f}" y="{top - 8}" text-anchor="middle">{esc(label)}</text>')
+                   f'<text x="{lx + dx:.1f}" y="{top - 8}" text-anchor="{anchor}">{esc(label)}</text>')
     return f'<svg class="chart" viewBox="0 0 {WIDTH} {bottom + 6}" role="img" aria-label="floor resources">' \
            f'{"".join(out)}</svg>'
 
