@@ -3,7 +3,6 @@ wrote the trace (over tracekit.analysis.doctor). Exit 2 when tracekit cannot rea
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,13 +20,13 @@ if TYPE_CHECKING:
 def doctor_cmd(store: Store, fmt: str, out_path: Path | None) -> None:
     """Check a capture before any number: dropped events, missing shapes or stacks, graphs without node
     tracing or capture trace, late start, step markers, the device, clocks; with the re-capture flags."""
+    from tracekit.analysis.analyze import refuse_unsupported_device, refuse_without_gpu_activity
     from tracekit.analysis.doctor import diagnose
     from tracekit.report.doctor import doctor_document
     from tracekit.report.render import emit
 
     health = diagnose(store.con)
     emit(doctor_document(health, [str(f.source) for f in store.files]), fmt, out_path)
-    if health.unsupported:
-        first = next(f for f in health.findings if f.severity == "unsupported")
-        click.echo(f"tracekit: error: {first.text}", err=True)
-        sys.exit(2)
+    if health.unsupported:  # after the findings: the one-line error naming the file, exit 2
+        refuse_unsupported_device(store)
+        refuse_without_gpu_activity(store)
