@@ -142,7 +142,7 @@ def test_report_surfaces_carry_the_ranks(tmp_path: Path) -> None:
     folder, truth = write_ranks(tmp_path, "kineto")
     md = CliRunner().invoke(main, ["analyze", str(folder), "--no-cache", "--format", "markdown"]).stdout
     table = md[md.index("## 2b. across ranks"):]
-    assert "The others waited 70.0 ms for rank 5 (100% of all wait" in table
+    assert "The others waited 70.000 ms for rank 5 (100% of all wait" in table  # ms: 3 decimals everywhere
     assert len(re.findall(r"^\| \d \| \d \|", table, re.M)) == truth.ranks
 
     page_path = tmp_path / "report.html"
