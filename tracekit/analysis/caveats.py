@@ -11,6 +11,7 @@ import duckdb
 from tracekit.analysis.crossrank import RankMeta
 from tracekit.analysis.steps import ENGINE_STEP_REGEX
 from tracekit.analysis.verdict import ms
+from tracekit.parsers.kineto_tables import ATTENTION_OP_REGEX  # the ops whose shapes readers keep (op_shapes)
 from tracekit.parsers.schema import NO_GPU_ACTIVITY
 
 #: Kernel launch calls (runtime and driver, CUDA and HIP); graph launches are not kernel launches.
@@ -240,45 +241,47 @@ def _ranks_where(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any
 
 
 def capture_settings(con: duckdb.DuckDBPyConnection, step_regex: str | None) -> list[Caveat]:
-    """What the capture was not set to record: graph replays without their capture trace (Kineto), input
-    shapes or Python stacks (Kineto), step markers (none of ProfilerStep, an engine's step annotation or graph
-    launches, unless ``step_regex`` is given), GPU activity dropped or not flushed at the end, and clock
-    domains without a wall-clock base (several files)."""
+    """What the capture was not set to record: graph replays without their capture trace (framework ops traced,
+    graphs replayed, no stream capture among the inputs), input shapes (attention ops without shapes) or
+    Python stacks (framework ops but no Python function), step markers (none of ProfilerStep, an engine's
+    step annotation or graph launches, unless ``step_regex`` is given), GPU activity dropped or not flushed at
+    the end, and clock domains without a wall-clock base (several files)."""
     out: list[Caveat] = []
     any_capture = con.execute("SELECT count(*) FROM launches WHERE regexp_matches(name, $c)",
                               {"c": STREAM_CAPTURE_REGEX}).fetchone()[0] > 0
     if not any_capture:
         for rank, launches, kernels in _ranks_where(con, """
-            SELECT g.rank, count(*), sum(g.kernels) FROM graph_launches g JOIN trace_info t USING (rank)
-            WHERE t.source_format = 'kineto' GROUP BY g.rank HAVING sum(g.kernels) > 0 ORDER BY 1"""):
+            SELECT g.rank, count(*), sum(g.kernels) FROM graph_launches g
+            WHERE EXISTS (SELECT 1 FROM ranges r WHERE r.rank = g.rank AND r.kind = 'op')
+            GROUP BY g.rank HAVING sum(g.kernels) > 0 ORDER BY 1"""):
             out.append(Caveat("graph_replay_no_capture", rank, f"rank {rank}: {launches} graph replays ({kernels} "
                               "kernels) without the trace of their capture among the inputs: the kernels inside "
                               "the graphs cannot be tied to the ops, shapes and stacks that captured them (pair "
                               "the replay trace with its graph-capture trace)"))
-    for rank, shapes, stacks, py in _ranks_where(con, """
-        SELECT t.rank, max(m.value) FILTER (WHERE m.key = 'record_shapes'),
-               max(m.value) FILTER (WHERE m.key = 'with_stack'),
-               (SELECT count(*) FROM ranges r WHERE r.rank = t.rank AND r.source = 'python_function')
-        FROM trace_info t LEFT JOIN trace_meta m ON m.rank = t.rank
-        WHERE t.source_format = 'kineto' AND EXISTS (SELECT 1 FROM ranges r WHERE r.rank = t.rank
-                                                    AND r.source = 'cpu_op')
-        GROUP BY t.rank ORDER BY 1"""):
-        if shapes != "1":
-            out.append(Caveat("missing_shapes", rank, f"rank {rank}: no input shapes (record_shapes off): ops "
-                              "carry no shapes, so the operating point cannot be read from the attention ops"))
-        if stacks != "1" and not py:
-            out.append(Caveat("missing_stacks", rank, f"rank {rank}: no Python stacks (with_stack off): host "
-                              "time before a launch is named by op, not by the Python code that ran"))
+    for rank, attention, shapes, python in _ranks_where(con, """
+        SELECT t.rank,
+               (SELECT count(*) FROM ranges r WHERE r.rank = t.rank AND r.kind = 'op'
+                AND regexp_matches(r.name, $attention)),
+               (SELECT count(*) FROM op_shapes o WHERE o.rank = t.rank AND coalesce(o.input_dims, '') NOT IN
+                ('', '[]')),
+               (SELECT count(*) FROM ranges r WHERE r.rank = t.rank AND r.kind = 'python')
+        FROM trace_info t WHERE EXISTS (SELECT 1 FROM ranges r WHERE r.rank = t.rank AND r.kind = 'op')
+        ORDER BY 1""", {"attention": ATTENTION_OP_REGEX}):
+        if attention and not shapes:
+            out.append(Caveat("missing_shapes", rank, f"rank {rank}: no input shapes ({attention} attention ops "
+                              "without them; record_shapes off): the operating point cannot be read from the ops"))
+        if not python:
+            out.append(Caveat("missing_stacks", rank, f"rank {rank}: no Python stacks (framework ops but no Python "
+                              "function events; with_stack off): host time before a launch is named by op, not by "
+                              "the Python code that ran"))
     if step_regex is None:
         for (rank,) in _ranks_where(con, """
             SELECT t.rank FROM trace_info t
-            WHERE EXISTS (SELECT 1 FROM ranges r WHERE r.rank = t.rank AND r.source IN
-                          ('nvtx', 'user_annotation', 'gpu_user_annotation'))
+            WHERE EXISTS (SELECT 1 FROM ranges r WHERE r.rank = t.rank AND r.kind IN ('range', 'gpu_range'))
               AND NOT EXISTS (SELECT 1 FROM profiler_steps p WHERE p.rank = t.rank)
               AND NOT EXISTS (SELECT 1 FROM graph_launches g WHERE g.rank = t.rank)
               AND NOT EXISTS (SELECT 1 FROM launches l WHERE l.rank = t.rank AND regexp_matches(l.name, $capture))
-              AND NOT EXISTS (SELECT 1 FROM ranges r WHERE r.rank = t.rank AND r.source IN ('nvtx', 'user_annotation')
-                              AND regexp_matches(r.name, $engine))
+              AND NOT EXISTS (SELECT 1 FROM user_ranges r WHERE r.rank = t.rank AND regexp_matches(r.name, $engine))
             ORDER BY 1""", {"engine": ENGINE_STEP_REGEX, "capture": STREAM_CAPTURE_REGEX}):
             out.append(Caveat("no_step_markers", rank, f"rank {rank}: no step markers (no ProfilerStep#N, engine "
                               "step annotation or graph launches): the whole capture is one step; give --step "

@@ -21,9 +21,12 @@ from tracekit.analysis.crossrank import RankMeta
 from tracekit.analysis.steps import ENGINE_STEP_PATTERNS
 from tracekit.parsers.schema import NO_GPU_ACTIVITY
 
-ENGINES = ("vllm", "sglang", "trtllm", "pytorch", "nsys")
+ENGINES = ("vllm", "sglang", "trtllm", "pytorch", "nsys", "rocprof", "xla")
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TRT-LLM", "pytorch": "PyTorch profiler",
-                "nsys": "Nsight Systems"}
+                "nsys": "Nsight Systems", "rocprof": "rocprofv3", "xla": "an XLA profiler"}
+#: The profiler behind each reader (the caller names the readers: the analysis itself never asks the format).
+PROFILER_OF_READER = {"nsys": "nsys", "kineto": "pytorch", "rocpd": "rocprof", "rocprof": "rocprof",
+                      "xplane": "xla"}
 #: Finding kinds that stop the analysis (exit 2) or leave nothing to judge (the verdict is inconclusive).
 UNSUPPORTED = frozenset({"unsupported_device", NO_GPU_ACTIVITY})
 BLOCKING = BLOCKING_CAVEATS | {"graph_whole", "no_step_markers", "no_ranges"}
@@ -152,9 +155,9 @@ class Health:
                              for f in self.findings]}
 
 
-def engine_of(con: duckdb.DuckDBPyConnection) -> str:
+def engine_of(con: duckdb.DuckDBPyConnection, profilers: set[str]) -> str:
     """Which engine wrote the capture: its process names or step annotations (vLLM, SGLang, TRT-LLM), else
-    the profiler (``pytorch`` for Kineto, ``nsys`` for an Nsight Systems export)."""
+    the profiler that recorded it (``profilers``: from the readers, e.g. ``pytorch``, ``nsys``)."""
     procs = [r[0] for r in con.execute("SELECT DISTINCT name FROM processes WHERE regexp_matches(name, $p)",
                                        {"p": ENGINE_PROCESS_REGEX}).fetchall()]
     for name in procs:
@@ -165,11 +168,10 @@ def engine_of(con: duckdb.DuckDBPyConnection) -> str:
         return "trtllm"
     # SGLang first: TraceLens's SGLang traces also carry vLLM-style execute_* annotations.
     for key, engine in (("SGLang", "sglang"), ("TRT-LLM", "trtllm"), ("vLLM", "vllm")):
-        if con.execute("SELECT count(*) FROM ranges WHERE source IN ('nvtx', 'user_annotation') "
-                       "AND regexp_matches(name, $p)", {"p": ENGINE_STEP_PATTERNS[key]}).fetchone()[0]:
+        if con.execute("SELECT count(*) FROM user_ranges WHERE regexp_matches(name, $p)",
+                       {"p": ENGINE_STEP_PATTERNS[key]}).fetchone()[0]:
             return engine
-    fmts = {r[0] for r in con.execute("SELECT DISTINCT source_format FROM trace_info").fetchall()}
-    return "nsys" if fmts == {"nsys"} else "pytorch"
+    return min(profilers) if len(profilers) == 1 else "pytorch"
 
 
 def _severity(kind: str) -> str:
@@ -189,11 +191,13 @@ def fixes(kind: str, engine: str, nsys_capture: bool) -> list[str]:
     return out
 
 
-def diagnose(con: duckdb.DuckDBPyConnection, caveats: list[Caveat] | None = None) -> Health:
+def diagnose(con: duckdb.DuckDBPyConnection, readers: set[str], caveats: list[Caveat] | None = None) -> Health:
     """The capture's findings (its caveats, ranks sharing one joined) with severities and fixes, most severe
-    first; plus the clock domains when several files are given."""
-    engine = engine_of(con)
-    nsys_capture = {r[0] for r in con.execute("SELECT DISTINCT source_format FROM trace_info").fetchall()} == {"nsys"}
+    first; plus the clock domains when several files are given. ``readers``: the formats the files were read
+    as (the store's files know them), which name the profiler whose flags a fix gives."""
+    profilers = {PROFILER_OF_READER.get(r, r) for r in readers}
+    engine = engine_of(con, profilers)
+    nsys_capture = "nsys" in profilers
     caveats = capture_caveats(con) if caveats is None else caveats
     by_kind: dict[str, list[Caveat]] = {}
     for c in caveats:
@@ -211,4 +215,4 @@ def diagnose(con: duckdb.DuckDBPyConnection, caveats: list[Caveat] | None = None
                                 "analyze aligns them on matched collectives", []))
     order = {"unsupported": 0, "blocking": 1, "warning": 2, "info": 3}
     findings.sort(key=lambda f: order[f.severity])
-    return Health(engine, ENGINE_NAMES[engine], findings)
+    return Health(engine, ENGINE_NAMES.get(engine, engine), findings)

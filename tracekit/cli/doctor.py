@@ -25,7 +25,7 @@ def doctor_cmd(store: Store, fmt: str, out_path: Path | None) -> None:
     from tracekit.report.doctor import doctor_document
     from tracekit.report.render import emit
 
-    health = diagnose(store.con)
+    health = diagnose(store.con, {f.fmt for f in store.files})
     emit(doctor_document(health, [str(f.source) for f in store.files]), fmt, out_path)
     if health.unsupported:  # after the findings: the one-line error naming the file, exit 2
         refuse_unsupported_device(store)
