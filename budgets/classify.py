@@ -90,8 +90,13 @@ def class_summary(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     return frame.with_columns(pl.col("class").is_in(list(comm)).alias("communication"))
 
 
+#: Classes of memory operations (copies and sets): GPU time, but no kernel a class rule could claim.
+MEMOP_CLASSES = frozenset({"memcpy", "memset"})
+
+
 def other_share_pct(summary: pl.DataFrame) -> float:
-    """Percent of the GPU time in ``summary`` (a ``class_summary`` frame) that no rule classifies."""
-    total = int(summary["total_ns"].sum() or 0)
+    """Percent of the kernel time in ``summary`` (a ``class_summary`` frame) that no rule classifies: memory
+    copies and sets are left out of the total, as no rule could claim them."""
+    total = int(summary.filter(~pl.col("class").is_in(list(MEMOP_CLASSES)))["total_ns"].sum() or 0)
     other = int(summary.filter(pl.col("class") == OTHER)["total_ns"].sum() or 0)
     return 100.0 * other / total if total else 0.0

@@ -182,6 +182,11 @@ def _serving_checks(cfg: DeploymentConfig) -> list[tuple[bool, str]]:
         (not cfg.expert_weight_dtype or m.is_moe,
          f"expert_weight_dtype needs an MoE model, '{m.key}' is dense; remove it"),
         (cfg.phase in PHASES, f"phase '{cfg.phase}' unknown; use one of: {', '.join(PHASES)}"),
+        (cfg.prefill_tokens >= cfg.prefill_requests >= 0 and (cfg.prefill_tokens > 0) == (cfg.prefill_requests > 0),
+         f"prefill_tokens ({cfg.prefill_tokens}) and prefill_requests ({cfg.prefill_requests}) of a mixed step: "
+         "both 0, or at least one token per request"),
+        (cfg.phase == "decode" or not cfg.prefill_tokens,
+         "prefill_tokens (a mixed step) applies to decode configs; use batch and context_tokens for prefill"),
         (cfg.peaks in PEAK_KINDS, f"peaks '{cfg.peaks}' unknown; use one of: {', '.join(PEAK_KINDS)}"),
         (cfg.reserve_per_gpu_bytes >= 0, "reserve_per_gpu_bytes must be >= 0; fix the value"),
     ]

@@ -150,11 +150,17 @@ def resource_vector(cfg: DeploymentConfig, achievable: bool = False) -> list[Raw
     _attention(st)
     if cfg.model.has_indexer:
         _indexer(st)
+    return _after_attention(st, achievable)
+
+
+def _after_attention(st: _Step, achievable: bool) -> list[RawPart]:
+    """The classes after attention (feed-forward, head, norms, quantisation, collectives), then every class
+    that applies, in CLASS_NAMES order."""
     _feed_forward(st)
     _head_and_norms(st)
-    if cfg.weight_dtype == "fp8":
+    if st.cfg.weight_dtype == "fp8":
         _quant(st)
-    _add_communication(cfg, st, achievable)
+    _add_communication(st.cfg, st, achievable)
     return [p for p in st.parts.values()
             if p.hbm_bytes or p.flops or p.net_intra_bytes or p.net_nvls_bytes or p.net_inter_bytes]
 

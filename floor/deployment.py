@@ -32,6 +32,8 @@ FIELD_TYPES: dict[str, type] = {
     "batch": int,
     "context_tokens": int,
     "tokens_per_step": float,
+    "prefill_tokens": int,
+    "prefill_requests": int,
     "reserve_per_gpu_bytes": int,
     "phase": str,
     "peaks": str,
@@ -63,7 +65,7 @@ TRAINING_FIELDS = ("micro_batch", "dp", "pp", "sp", "pp_interleave", "recompute"
                    "comm_overlap", "pp_first_layers", "pp_last_layers", "dropout", "mtp_depth",
                    "moe_route_limit")
 #: fields that only serving (decode / prefill) configs use; settings() hides them for training configs.
-SERVING_FIELDS = ("tokens_per_step",)
+SERVING_FIELDS = ("tokens_per_step", "prefill_tokens", "prefill_requests")
 DEFAULTS: dict[str, Any] = {
     "description": "",
     "dp_attention": 1,
@@ -72,6 +74,8 @@ DEFAULTS: dict[str, Any] = {
     "expert_weight_dtype": "",
     "kv_format": "bf16",
     "tokens_per_step": 1.0,
+    "prefill_tokens": 0,
+    "prefill_requests": 0,
     "reserve_per_gpu_bytes": 0,
     "phase": "decode",
     "peaks": "achievable",
@@ -106,7 +110,9 @@ class DeploymentConfig:
     length per request at the step (decode) or the prompt length (prefill). expert_weight_dtype is the
     routed experts' storage dtype ("" = weight_dtype), e.g. "mxfp4" for weight-only MXFP4 experts.
     tokens_per_step: output tokens one request gains per decode step (MTP / speculative decoding: the mean
-    accepted tokens, >= 1); peaks: the peaks of the calibrated estimate, never of the floor.
+    accepted tokens, >= 1); prefill_tokens / prefill_requests: a decode step that also carries a prefill chunk
+    of that many tokens from that many requests (a mixed step, floor/mixed.py; 0: none); peaks: the peaks of
+    the calibrated estimate, never of the floor.
     """
 
     name: str
@@ -126,6 +132,8 @@ class DeploymentConfig:
     phase: str
     peaks: str
     tokens_per_step: float = 1.0
+    prefill_tokens: int = 0
+    prefill_requests: int = 0
     micro_batch: int = 1
     dp: int = 0
     pp: int = 1

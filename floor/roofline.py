@@ -14,8 +14,9 @@ from dataclasses import replace
 
 from .ceilings import attainable_s, ceilings_used, compute_resource, scale_to_ceilings
 from .config import validate
-from .decode import RawPart, nvls_efficiency, resource_vector
+from .decode import RawPart, nvls_efficiency
 from .deployment import DeploymentConfig
+from .mixed import step_vector
 from .result import FLOOR_PEAK_KIND, RESOURCES, ClassPart, FloorResult
 from .training import training_floor
 
@@ -55,7 +56,7 @@ def _resource_ns(times: list[tuple[float, float, float]]) -> dict[str, int]:
 def _expected(cfg: DeploymentConfig) -> tuple[int, dict[str, int]]:
     """The calibrated estimate at cfg.peaks: max over resources, and each class's max (by class name)."""
     achievable = cfg.peaks == "achievable"
-    raws = resource_vector(cfg, achievable)
+    raws = step_vector(cfg, achievable)
     times = [class_times(raw, cfg, achievable) for raw in raws]
     # collective latency is on the critical path (each collective waits on the kernel before it and the next
     # waits on it): added to the step, not overlapped with HBM time; calibrated per collective at achievable
@@ -74,7 +75,7 @@ def compute_floor(cfg: DeploymentConfig) -> FloorResult:
         return _training(cfg)
     parts: list[ClassPart] = []
     expected_ns, expected_by_class = _expected(cfg)
-    raws = resource_vector(cfg)
+    raws = step_vector(cfg)
     attainable = [attainable_times(raw, cfg) for raw in raws]
     for raw, att in zip(raws, attainable, strict=True):
         hbm_s, comp_s, net_s = class_times(raw, cfg, achievable=False)

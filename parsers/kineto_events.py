@@ -31,6 +31,11 @@ class Args(msgspec.Struct, gc=False):
     block: tuple[int, int, int] | None = None
     nbytes: int | None = msgspec.field(default=None, name="bytes")
     name: str | None = None  # process_name / thread_name metadata
+    kernel: str | None = None  # the kernel a launch call names (HIP traces, and launches captured into graphs)
+    # A graph node's id on a replayed kernel, and its annotation (torch.cuda.graph(enable_annotations=True)
+    # with export_chrome_trace(cuda_graph_annotations=...) writes the capturing module's ``module_fqn``).
+    graph_node: int | None = msgspec.field(default=None, name="graph node id")
+    module_fqn: str | None = None
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")  # record_shapes, raw JSON
     # Collective metadata (NCCL kernels and record_param_comms; see the store's ``collectives`` table).
     collective: str | None = msgspec.field(default=None, name="Collective name")

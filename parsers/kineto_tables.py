@@ -48,9 +48,9 @@ _READABLE = "s IS NOT NULL AND e IS NOT NULL"
 _INSERT_SQL: dict[str, str] = {
     "kernels": f"""
         INSERT INTO kernels (rank, device_id, stream_id, start_ns, end_ns, dur_ns, name, short_name,
-            correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z)
+            correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, graph_node_id, annotation)
         SELECT $rank, device, stream, {_TIMES}, name, short_name, correlation,
-            grid_x, grid_y, grid_z, block_x, block_y, block_z
+            grid_x, grid_y, grid_z, block_x, block_y, block_z, nullif(graph_node, 0), module_fqn
         FROM _chunk WHERE kind = 'kernel' AND {_READABLE}
     """,
     "memops": f"""
@@ -93,6 +93,7 @@ class TableWriter:
         self.hip_api = False
         self._short_names: dict[str, str] = {}
         self._shapes: list[Event] = []  # attention cpu ops with input shapes, appended at flush
+        self._launch_kernels: list[pa.Table] = []  # (pid, correlation, kernel) of launch calls naming a kernel
         self._queued: dict[tuple[tuple[str, ...], str], list[pa.Table]] = {}
 
     def gpu(self, events: Sequence[Event], codes: np.ndarray) -> None:
@@ -106,6 +107,8 @@ class TableWriter:
             "device": _or_id(_ints(args, "device"), events, "pid"),
             "stream": _or_id(_ints(args, "stream"), events, "tid"),
             "correlation": _ints(args, "correlation"), "nbytes": _ints(args, "nbytes"),
+            "graph_node": _ints(args, "graph_node"),
+            "module_fqn": pa.array(list(map(attrgetter("module_fqn"), args)), pa.string()),
         }
         for dims in ("grid", "block"):
             triples = pa.array(list(map(attrgetter(dims), args)), pa.list_(pa.int64(), 3))
@@ -125,6 +128,11 @@ class TableWriter:
             "correlation": _ints(_args(events), "correlation"),
         }
         self._insert(("api_calls",), "api", events, columns)
+        kernels = pa.array(list(map(attrgetter("kernel"), _args(events))), pa.string())
+        if kernels.null_count < len(kernels):
+            named = pc.is_valid(kernels)
+            self._launch_kernels.append(pa.table({"pid": columns["pid"], "correlation": columns["correlation"],
+                                                  "kernel": kernels}).filter(named))
 
     def ranges(self, events: Sequence[Event], codes: np.ndarray) -> None:
         """Annotations, cpu ops and python functions (``codes``: USER_ANNOTATION ... PYTHON_FUNCTION)."""
@@ -214,6 +222,14 @@ class TableWriter:
         """Append every queued row (call once after the last chunk)."""
         for tables, destination in list(self._queued):
             self._flush(tables, destination)
+        if self._launch_kernels:
+            self.con.register("_launch_kernels", pa.concat_tables(self._launch_kernels))
+            try:
+                self.con.execute("INSERT INTO launch_kernels SELECT $rank, pid, correlation, kernel "
+                                 "FROM _launch_kernels WHERE correlation IS NOT NULL", {"rank": self.params["rank"]})
+            finally:
+                self.con.unregister("_launch_kernels")
+            self._launch_kernels = []
         if self._shapes:
             start, _ = start_end_ns(_texts(self._shapes, "ts"), _texts(self._shapes, "dur"))
             shapes = pa.table({"pid": _ints(self._shapes, "pid"), "tid": _ints(self._shapes, "tid"), "s": start,

@@ -21,6 +21,7 @@ import pyarrow as pa
 from tracekit.errors import InputError
 from tracekit.parsers.schema import NO_GPU_ACTIVITY, write_capture
 
+from .nsys_graphs import read_graph_nodes
 from .nsys_meta import KERNEL_TABLE, ExportInfo, capture_facts, inspect_export
 from .nsys_ranks import assign_process_ranks
 from .nsys_stream import ArrowStream, one_line
@@ -121,6 +122,7 @@ class _Loader(ArrowStream):
                 self._api_calls()
                 self._memops()
                 self._ranges()
+                read_graph_nodes(self, PID, TID)
             finally:
                 kernels.result()
         self._threads()

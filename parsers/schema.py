@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import duckdb
 
-STORE_SCHEMA_VERSION = 5  # 3: nsys exports store one rank per GPU process; op_shapes. 4: collectives. 5: capture,
-# ranges.kind
+STORE_SCHEMA_VERSION = 6  # 3: nsys exports store one rank per GPU process; op_shapes. 4: collectives. 5: capture,
+# ranges.kind. 6: launch_kernels, graph_nodes, kernels.annotation (and graph_node_id from Kineto)
 
 # Names the whole tool agrees on (readers, store views and analyses import them from here).
 PROFILER_STEP_REGEX = r"^ProfilerStep#(\d+)\n?$"  # torch.profiler's step annotation; group 1 is the step number
@@ -42,12 +42,13 @@ TABLES: dict[str, str] = {
     """,
     "processes": "rank INTEGER, pid BIGINT, name VARCHAR",
     "threads": "rank INTEGER, pid BIGINT, tid BIGINT, name VARCHAR",
-    # GPU kernels. (rank, pid, correlation_id) joins a kernel to its launch in api_calls.
+    # GPU kernels. (rank, pid, correlation_id) joins a kernel to its launch in api_calls. annotation: a graph
+    # node's annotation where the trace carries one (PyTorch cuda_graph_annotations: the module's module_fqn).
     "kernels": """
         rank INTEGER, pid BIGINT, device_id INTEGER, stream_id BIGINT, start_ns BIGINT, end_ns BIGINT,
         dur_ns BIGINT, name VARCHAR, short_name VARCHAR, correlation_id BIGINT,
         grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, block_y INTEGER, block_z INTEGER,
-        graph_id BIGINT, graph_node_id BIGINT
+        graph_id BIGINT, graph_node_id BIGINT, annotation VARCHAR
     """,
     # memcpy and memset on the GPU. kind: 'memcpy' | 'memset'; copy_kind: 'HtoD', 'DtoH', 'DtoD', ...
     "memops": """
@@ -73,6 +74,14 @@ TABLES: dict[str, str] = {
         name VARCHAR, domain VARCHAR, source VARCHAR, style VARCHAR, end_tid BIGINT,
         device_id INTEGER, stream_id BIGINT, kind VARCHAR
     """,
+    # The kernel a launch call names (Kineto ``args.kernel``: HIP traces name it on every launch, and a launch
+    # captured into a graph has no kernel of its own to join): what maps graph replays to their capture.
+    "launch_kernels": "rank INTEGER, pid BIGINT, correlation_id BIGINT, kernel VARCHAR",
+    # CUDA graph node records (nsys CUDA_GRAPH_NODE_EVENTS, --cuda-graph-trace=node): a node created on thread
+    # (pid, tid) at start_ns (in stream capture: inside the captured launch call), or cloned from
+    # original_graph_node_id (instantiation). A replayed kernel's graph_node_id is such a node.
+    "graph_nodes": "rank INTEGER, pid BIGINT, tid BIGINT, start_ns BIGINT, graph_node_id BIGINT, "
+                   "original_graph_node_id BIGINT",
     # Input shapes (Kineto ``Input Dims``, JSON text) of attention cpu ops: the batch, query and key lengths
     # a trace states where no engine annotation does (tracekit.analysis.fit).
     "op_shapes": "rank INTEGER, pid BIGINT, tid BIGINT, start_ns BIGINT, name VARCHAR, input_dims VARCHAR",

@@ -78,9 +78,10 @@ def test_transformer_traces_keep_at_most_5_percent_of_gpu_time_in_other(
     """`kernels --by class` states the share in `other`; the corpus covers every name tracekit stores."""
     body = _kernels_json(shared_traces / trace, "class", tmp_path)
     rows = body["kernels by class"]
-    total = sum(r["total_ns"] for r in rows)
+    total = sum(r["total_ns"] for r in rows if r["class"] not in ("memcpy", "memset"))  # over kernel time
     other_pct = 100.0 * sum(r["total_ns"] for r in rows if r["class"] == OTHER) / total
     assert other_pct <= MAX_OTHER_PCT, (trace, TRANSFORMER_TRACES[trace], rows)
-    assert f"other: {other_pct:.1f} % of GPU time matches no class rule" in " ".join(body["notes"])
+    assert f"other: {other_pct:.1f} % of kernel time (memory copies and sets left out) matches no class rule" \
+        in " ".join(body["notes"])
     stored = {r["name"] for r in _kernels_json(shared_traces / trace, "name", tmp_path)["kernels by name"]}
     assert stored <= corpus_names(CORPUS)

@@ -114,8 +114,8 @@ def test_exposed_wait_for_a_late_host_is_pipeline_and_names_the_rank(tmp_path: P
     report = json.loads(result.stdout)
     assert report["verdict"] == "pipeline" and result.exit_code == 10
     line = next(r for r in report["reasons"] if r.startswith("exposed communication is"))
-    assert "waiting in collectives, mostly for rank 5" in line and "host gap before the step (host_idle" in line
-    assert line.endswith("the fix is on rank 5, not the network")
+    assert "waiting in collectives, mostly for rank 7" in line and "host gap before the step (host_idle" in line
+    assert line.endswith("the fix is on rank 7, not the network")
 
 
 def test_exposed_wait_for_a_slow_kernel_is_that_kernel_class(tmp_path: Path) -> None:
@@ -142,7 +142,7 @@ def test_report_surfaces_carry_the_ranks(tmp_path: Path) -> None:
     folder, truth = write_ranks(tmp_path, "kineto")
     md = CliRunner().invoke(main, ["analyze", str(folder), "--no-cache", "--format", "markdown"]).stdout
     table = md[md.index("## 2b. across ranks"):]
-    assert "The others waited 70.000 ms for rank 5 (100% of all wait" in table  # ms: 3 decimals everywhere
+    assert "The others waited 70.000 ms for rank 7 (100% of all wait" in table  # ms: 3 decimals everywhere
     assert len(re.findall(r"^\| \d \| \d \|", table, re.M)) == truth.ranks
 
     page_path = tmp_path / "report.html"
@@ -164,6 +164,6 @@ def test_report_surfaces_carry_the_ranks(tmp_path: Path) -> None:
     transfer = [e for e in events if e.get("cat") == "tracekit" and e["tid"] == 6]
     assert sum(round(e["dur"] * 1000) for e in wait) == truth.wait_total_ns
     assert sum(round(e["dur"] * 1000) for e in transfer) == truth.transfer_total_ns
-    assert {e["name"] for e in wait} == {"wait for rank 5: allreduce"}
+    assert {e["name"] for e in wait} == {"wait for rank 7: allreduce"}
     names = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
     assert "rank 4 GPU 0: tracekit analysis (clock offset +1.700 ms)" in names

@@ -25,6 +25,8 @@ PIECEWISE_CAPTURE = ("tracelens__vllm_prefilldecode_piecewise/"
 SGLANG_CAPTURE = "tracelens__sglang_decode_capture/bs_32_rank0.json.gz"
 SGLANG_DECODE = "tracelens__inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz"
 VLLM_DECODE = "tracelens__inference__vllm_decode_full__graph_execution.json.gz"
+SGLANG_PREFILL = "tracelens__sglang_prefilldecode__sglang_Qwen3-8B_prefilldecode.json.gz"
+TIMESFORMER = "tracelens__h100__facebook_timesformer-base-finetuned-k400__1016002.json.gz"
 
 
 @dataclass(frozen=True)
@@ -50,9 +52,14 @@ ROWS = [
     Row(VLLM_DECODE, "gptoss-20b-vllm-mi300x", "engine_annotation", 1, "kernel", "moe_experts",
         "one full-graph decode step of 32 requests (context 1721 from the annotation's KV total, 55086 / 32); "
         "the MXFP4 MoE GEMMs are 3.7x their budget"),
-    Row(SGLANG_DECODE, "qwen3-8b-sglang-mi300x", "engine_annotation", 1, "inconclusive", None,
-        "the capture's only step waits 463 ms, before its first kernel, on work launched before the engine's "
-        "profiler started: no step is measured"),
+    Row(SGLANG_DECODE, "qwen3-8b-sglang-mi300x", "engine_annotation", 1, "kernel", "gemm",
+        "the step waits 463 ms, before its first kernel, on work launched before the engine's profiler started: "
+        "that wait is left out and the 10.8 ms GPU-bound rest (one 544-kernel graph replay at batch 32) is "
+        "judged: 2.8x the 3.8 ms floor, GEMMs 2.0x their budget (until 2026-12 the step was refused instead)"),
+    Row(SGLANG_PREFILL, "qwen3-8b-sglang-mi300x", "engine_annotation", 1, "kernel", "gemm",
+        "SGLang's step[EXTEND bs=15 toks=15360]: a 493 ms hipMemcpyWithStream wait on unseen GPU work is left "
+        "out, the prefill step the engine states is taken over the decode config's point, and the 494 ms "
+        "GPU-bound prefill is 2.96x its floor with GEMMs 2.57x their budget"),
     Row(SGLANG_CAPTURE, "qwen3-8b-sglang-mi300x", "profiler_step", 1, "inconclusive", None,
         "a graph-capture trace: 544 launches captured, 2 kernels run; nothing to judge"),
     Row(PIECEWISE_CAPTURE, "gptoss-20b-vllm-mi300x-prefill", "whole_capture", 1, "inconclusive", None,
@@ -105,11 +112,14 @@ def test_the_b200_trace_step_hardware_and_operating_point(
     assert fit["world_size"] == 8
     assert fit["operating_point"]["phase"] == "prefill" and fit["operating_point"]["context"] == 888
     assert report["host_gaps"]["by_cause"]["launch_call"] == pytest.approx(7.07e6, rel=0.01)
-    assert report["host_gaps"]["by_cause"]["host_code"] == pytest.approx(63.6e6, rel=0.01)
+    # 63.6 ms between launches plus 2.5 ms of host code before the step's first kernel (part of the step since
+    # the step is the host step joined with its GPU work)
+    assert report["host_gaps"]["by_cause"]["host_code"] == pytest.approx(66.1e6, rel=0.01)
     wrong = analyze(torch_dir / B200, cache_dir, "--config", "qwen3-8b-tp1-h100")
     reasons = " | ".join(wrong["reasons"])
     assert wrong["verdict"] == "inconclusive"
-    assert "NVIDIA B200" in reasons and "world size is 8" in reasons and "prefill step" in reasons
+    assert "NVIDIA B200" in reasons and "world size is 8" in reasons
+    assert any("the floor models the trace's step" in n for n in wrong["fit"]["notes"])  # its prefill, as stated
 
 
 def test_the_piecewise_trace_is_one_step_on_an_identified_mi300x_with_rocprof_targets(
@@ -123,7 +133,47 @@ def test_the_piecewise_trace_is_one_step_on_an_identified_mi300x_with_rocprof_ta
     assert h100["verdict"] == "inconclusive"
     assert any("an AMD GPU, but the config describes h100" in r for r in h100["reasons"])
     decode = analyze(torch_dir / PIECEWISE, cache_dir, "--config", "gptoss-20b-vllm-mi300x")
-    assert any("prefill step but the config describes decode" in r for r in decode["reasons"])
+    # the engine states a mixed step (9 prefill requests, 8155 tokens, 37 decodes): a decode or a prefill config
+    # of the same deployment gives the floor of that very step
+    assert decode["fit"]["reasons"] == [] and decode["floor"]["t_opt_ns"] == report["floor"]["t_opt_ns"]
+    assert report["config"]["effective"]["prefill_tokens"] == 8155
+
+
+def test_the_sglang_prefill_step_leaves_its_outside_wait_out(cache_dir: Path, torch_dir: Path) -> None:
+    report = analyze(torch_dir / SGLANG_PREFILL, cache_dir, "--config", "qwen3-8b-sglang-mi300x")
+    assert report["steps"]["step_ns_p50"] == pytest.approx(493e6, rel=0.01)
+    [wait] = report["steps"]["outside_waits"]
+    assert (wait["kind"], wait["api_call"]) == ("blocking_call", "hipMemcpyWithStream")
+    assert wait["dur_ns"] == pytest.approx(493e6, rel=0.01) and wait["step_offset_ns"] < 1e6
+    assert any("hipMemcpyWithStream blocked" in c and "left out of the step" in c for c in report["caveats"])
+    assert report["fit"]["operating_point"]["source"].startswith("SGLang step annotation")
+    assert report["host_gaps"]["by_cause"]["dependency"] < 1e6
+
+
+def test_timesformer_host_time_before_the_first_kernel_is_in_the_step(cache_dir: Path, torch_dir: Path) -> None:
+    report = analyze(torch_dir / TIMESFORMER, cache_dir)
+    assert report["steps"]["step_ns_p50"] == pytest.approx(382.5e6, rel=0.01)  # ProfilerStep#6 on the host
+    assert report["host_gaps"]["fraction"] >= 0.55
+    head = report["host_gaps"]["before_first_kernel"]
+    assert head["fraction"] >= 0.55 and max(head["by_cause"], key=head["by_cause"].get) == "host_code"
+    assert "preprocess" in head["longest"]["host"]["range"]  # the video processor's preprocessing
+
+
+def test_a_capture_beside_its_replay_is_no_rank_and_attributes_the_replayed_kernels(
+    cache_dir: Path, torch_dir: Path,
+) -> None:
+    folder = analyze(torch_dir / PIECEWISE.split("/")[0], cache_dir, "--config", "gptoss-20b-vllm-mi300x-prefill")
+    alone = analyze(torch_dir / PIECEWISE, cache_dir, "--config", "gptoss-20b-vllm-mi300x-prefill")
+    assert folder["steps"]["count_per_rank"] == {"0": 1} and folder["ranks"] is None
+    assert [i["role"] for i in folder["inputs"]] == ["trace", "graph_capture"]
+    assert (folder["verdict"], top_over_budget(folder)) == (alone["verdict"], top_over_budget(alone))
+    assert folder["graphs"]["attributed_fraction"] >= 0.9 and alone["graphs"]["attributed_fraction"] == 0
+    assert any("capture trace" in c for c in alone["caveats"])
+    sglang = analyze(torch_dir / SGLANG_DECODE, cache_dir, "--config", "qwen3-8b-sglang-mi300x",
+                     str(torch_dir / SGLANG_CAPTURE.split("/")[0]))
+    graphs = sglang["graphs"]
+    assert graphs["replayed_kernels"] == 544 and graphs["attributed_fraction"] >= 0.9
+    assert sglang["verdict"] == "kernel" and sglang["steps"]["count_per_rank"] == {"0": 1}
 
 
 def test_the_sglang_capture_folder_is_a_capture_trace_and_its_notes_file_is_skipped(

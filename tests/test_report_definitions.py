@@ -87,7 +87,9 @@ def test_the_incomplete_last_step_is_left_out_of_step_percentiles(tmp_path: Path
     report = analyze(dataclasses.replace(spec, kernels=[*spec.kernels, late]), tmp_path, "--config", CONFIG)
     steps = report["steps"]
     assert (steps["count"], steps["incomplete"]) == (6, 1)
-    assert steps["step_ns_p50"] == steps["step_ns_p99"] == truth.step_ns
+    assert steps["step_ns_p50"] == truth.step_ns
+    # the first step also holds its host time before its first kernel: its ProfilerStep opens 54 us before it
+    assert truth.step_ns < steps["step_ns_p99"] <= truth.step_ns + 54_000
     assert steps["per_rank_p50_ns"] == {"0": truth.step_ns}
     markdown = CliRunner().invoke(main, ["analyze", str(tmp_path / "capture.sqlite"), "--no-cache",
                                          "--format", "markdown"]).stdout

@@ -14,7 +14,7 @@ from fixtures.scenarios import decode_capture
 from fixtures.spec import ApiCall, Device, GraphLaunch, Kernel, Process, Range, Thread, TraceSpec
 from fixtures.synth import write_kineto
 from tracekit import floor
-from tracekit.analysis.fit import parse_step_name
+from tracekit.analysis.point import parse_step_name
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import load_rules
 from tracekit.budgets.configs import load_config
@@ -59,10 +59,14 @@ def test_engine_step_names_state_their_operating_point() -> None:
     assert (b200.phase, b200.batch, b200.context) == ("prefill", 1, 888)
     mixed = parse_step_name("execute_8192_context_9(sq8155sk8430sqsq7475785sqsk7671310)_generation_37("
                             "sq37sk34489sqsq37sqsk34489)")
-    assert (mixed.phase, mixed.batch, mixed.context) == ("prefill", 9, 906)  # 8155 prefill tokens outweigh 37
+    # a mixed step: its decode side (37 requests, 34489 / 37 KV tokens each) and its prefill side (9, 8155)
+    assert (mixed.phase, mixed.batch, mixed.context) == ("mixed", 37, 932)
+    assert (mixed.prefill_requests, mixed.prefill_tokens) == (9, 8155)
     decode = parse_step_name(DECODE_32)
     assert (decode.phase, decode.batch, decode.context) == ("decode", 32, 2048)
     assert parse_step_name("step[DECODE bs=32]").batch == 32
+    extend = parse_step_name("step[EXTEND bs=15 toks=15360]")  # SGLang's prefill, as its traces write it
+    assert (extend.phase, extend.batch, extend.context, extend.prefill_tokens) == ("prefill", 15, 1024, 15360)
     assert parse_step_name("ProfilerStep#3") is None
 
 
@@ -74,7 +78,8 @@ def test_engine_annotations_are_the_steps_and_fit_the_config(tmp_path: Path) -> 
     assert fit["gpu"]["identified_as"] == "h100" and fit["reasons"] == [] and fit["overrides"] == {}
     assert fit["operating_point"] == {"phase": "decode", "batch": 32, "context": 2048,
                                       "source": "vLLM step annotation (3 annotations)",
-                                      "detail": "32 decode requests, 65536 KV tokens"}
+                                      "detail": "32 decode requests, 65536 KV tokens",
+                                      "prefill_requests": None, "prefill_tokens": None}
 
 
 def test_an_operating_point_beyond_twice_the_configs_is_a_reason_unless_given(tmp_path: Path) -> None:
@@ -92,14 +97,24 @@ def test_an_operating_point_beyond_twice_the_configs_is_a_reason_unless_given(tm
     assert any("context is 8192 but the config's is 2048" in r for r in report["reasons"])
 
 
-def test_another_phase_gpu_or_world_size_is_a_reason(tmp_path: Path) -> None:
+def test_another_gpu_or_world_size_is_a_reason_and_another_serving_phase_is_taken_from_the_engine(
+        tmp_path: Path) -> None:
     prefill = "execute_context_2(4096_8388608)_generation_0(0)"
     path = write_kineto(replace(engine_steps(prefill), world_size=8), tmp_path / "t.json")
     _, report = analyze(path, "--config", "qwen3-8b-tp1-mi300x")
     reasons = " | ".join(report["reasons"])
     assert report["verdict"] == "inconclusive"
     assert "NVIDIA H100 80GB HBM3" in reasons and "mi300x" in reasons
-    assert "world size is 8" in reasons and "prefill step but the config describes decode" in reasons
+    assert "world size is 8" in reasons and "prefill step" not in reasons
+    # the engine states a 2 x 2048-token prefill: the floor models that step on the decode config's deployment
+    _, fits = analyze(write_kineto(engine_steps(prefill), tmp_path / "p.json"), "--config", "qwen3-8b-tp1-h100")
+    assert fits["fit"]["reasons"] == []
+    assert fits["fit"]["overrides"] == {"phase": "prefill", "batch": "2", "context_tokens": "2048"}
+    assert fits["config"]["effective"]["phase"] == "prefill"
+    # a phase the user sets is theirs: then another phase is a reason again
+    _, given = analyze(write_kineto(engine_steps(prefill), tmp_path / "g.json"), "--config", "qwen3-8b-tp1-h100",
+                       "--set", "phase=decode")
+    assert any("prefill step but the config describes decode" in r for r in given["reasons"])
 
 
 def test_an_unnamed_amd_gpu_is_identified_by_its_properties(tmp_path: Path) -> None:

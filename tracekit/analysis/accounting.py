@@ -18,8 +18,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from tracekit import intervals as iv
-from tracekit.analysis.ops import MEMOP_CLASSES, DeviceOps
+from tracekit.analysis.ops import DeviceOps
 from tracekit.analysis.steps import StepWindow
+from tracekit.budgets.classify import MEMOP_CLASSES
 
 
 @dataclass
@@ -75,6 +76,9 @@ def account_step(ops: DeviceOps, window: StepWindow, communication: frozenset[st
     is_comm = comm_class[local]
     busy = iv.union(s, e)
     gaps = iv.complement(busy, lo, hi)
+    if window.excluded:  # waits on work outside the trace: not the step's time (tracekit.analysis.waits)
+        gaps = iv.difference(gaps, iv.union(np.array([a for a, _ in window.excluded], dtype=np.int64),
+                                            np.array([b for _, b in window.excluded], dtype=np.int64)))
     comm_union = iv.union(s[is_comm], e[is_comm])
     is_kernel = ~is_comm & ~memop_class[local]
     exposed = iv.difference(comm_union, iv.union(s[is_kernel], e[is_kernel]))

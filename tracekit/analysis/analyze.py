@@ -16,10 +16,11 @@ from tracekit import floor
 from tracekit.analysis.accounting import StepAccount
 from tracekit.analysis.caveats import (
     BLOCKING_CAVEATS,
+    Caveat,
     capture_caveats,
     caveat_texts,
-    first_step_waits,
     unsupported_devices,
+    wait_caveats,
 )
 from tracekit.analysis.crossrank import CrossRank, RankMeta, cross_rank
 from tracekit.analysis.detail import Detail, DetailReader
@@ -30,7 +31,9 @@ from tracekit.analysis.gaps import CAUSES
 from tracekit.analysis.ncu import ncu_targets
 from tracekit.analysis.ops import Vocabulary, prepare
 from tracekit.analysis.options import MIN_GAP_FINDING_NS, REPORT_SCHEMA, AnalyzeOptions
-from tracekit.analysis.verdict import Evidence, decide
+from tracekit.analysis.replay import replay_section
+from tracekit.analysis.verdict import Evidence, decide, ms
+from tracekit.analysis.waits import waits_section
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import load_rules
 from tracekit.budgets.configs import load_config
@@ -167,7 +170,7 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     rules = load_rules()
     con = store.con
     caveats = capture_caveats(con, opts.step_regex)
-    caveats += first_step_waits(results, caveats, opts.skip_steps)
+    caveats += wait_caveats(results)
     accounts = [a for r in results for a in r.accounts]
     complete = complete_steps(results)
     step_ns = [a.dur_ns for a in complete]
@@ -194,17 +197,28 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         whole_capture=any(r.source.kind == "whole_capture" for r in results), step_p50=step_p50 if results else 0,
         floor=floor_section, placement=placement, fit_reasons=fit.reasons if fit else [], host_gaps=host_gaps,
         exposed_comm=exposed_comm, classes=classes, kernel_wait_ns=kernel_wait, wait_reason=wait_reason), opts)
+    head = host_gaps["before_first_kernel"]
+    if head["fraction"] >= HEAD_IDLE_SHARE and verdict != "inconclusive":
+        reasons.append(head_text(head))
     targets = ncu_targets(con, results, classes, opts.max_targets) if verdict == "kernel" else []
     gpus = _gpu_models(con)
+    graphs = replay_section(con, [str(f.source) for f in store.captures])
+    if graphs and graphs["how_to_attribute"]:
+        caveats.append(Caveat("replay_unattributed", store.files[0].rank, (
+            f"{graphs['replayed_kernels']} kernels ran in CUDA/HIP graph replays, with no op, shape or module: give "
+            "the capture trace beside this one, or capture one (" + "; ".join(graphs["how_to_attribute"]) + ")")))
     report = {
         "schema": REPORT_SCHEMA,
         "inputs": [{"rank": f.rank, "ranks": list(f.ranks), "path": str(f.source), "format": f.fmt,
-                    "gpus": gpus.get(f.rank, [])}
-                   for f in store.files],
+                    "gpus": gpus.get(f.rank, []), "role": "trace"}
+                   for f in store.files] + [{"rank": f.rank, "ranks": list(f.ranks), "path": str(f.source),
+                                             "format": f.fmt, "gpus": [], "role": "graph_capture"}
+                                            for f in store.captures],
         "config": {"name": opts.config, "overrides": opts.overrides, "effective": effective,
                    "threshold": opts.threshold, "min_excess_fraction": opts.min_excess_fraction,
                    "step_regex": opts.step_regex, "skip_steps": opts.skip_steps},
         "steps": {"count": len(accounts), "incomplete": len(accounts) - len(complete), "source": sources,
+                  "outside_waits": waits_section(results),
                   "step_ns_p50": step_p50, "step_ns_p99": step_p99,
                   "capture_only": any(c.kind == "graph_capture_only" for c in caveats),
                   "count_per_rank": {str(r): n for r, n in sorted(Counter(a.rank for a in accounts).items())},
@@ -214,6 +228,7 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         "host_gaps": host_gaps,
         "exposed_comm": exposed_comm,
         "ranks": cross.section if cross else None,
+        "graphs": graphs,
         "classes": classes,
         "kernels": _kernel_table(results, len(accounts)),
         "samples": step_samples(complete, rules.communication),
@@ -233,11 +248,30 @@ def _position(results: list[DeviceAnalysis], step: StepAccount) -> tuple[int, in
 
 def _host_gaps(results: list[DeviceAnalysis], accounts: list[StepAccount], step_p50: int,
                top: int) -> dict[str, Any]:
-    """Question 1: host gaps per step (median), by cause, and the costliest gap findings."""
+    """Question 1: host gaps per step (median), by cause, the GPU idle before each step's first operation
+    (median, by cause, with its longest instance's context) and the costliest gap findings."""
     gap_ns = _median([a.gap_ns for a in accounts])
-    return {"total_ns": gap_ns, "fraction": gap_ns / step_p50 if step_p50 else 0.0,
+    heads = [h for r in results for h in r.heads]
+    head_ns = _median([h["total_ns"] for h in heads])
+    longest = max((r.head_context for r in results if r.head_context), key=lambda c: c["dur_ns"], default=None)
+    return {"statistic": "median over steps", "total_ns": gap_ns, "fraction": gap_ns / step_p50 if step_p50 else 0.0,
             "by_cause": {c: _median([cs[c] for r in results for cs in r.causes]) for c in CAUSES},
+            "before_first_kernel": {"ns": head_ns, "fraction": head_ns / step_p50 if step_p50 else 0.0,
+                                    "by_cause": {c: _median([h[c] for h in heads]) for c in CAUSES},
+                                    "longest": longest},
             "top": _top_gaps(results, top)}
+
+
+HEAD_IDLE_SHARE = 0.25  # GPU idle before a step's first kernel beyond this share of the step is a finding
+
+
+def head_text(head: dict[str, Any]) -> str:
+    """The finding 'GPU idle before the first kernel', with its cause and what the host was doing."""
+    cause = max(head["by_cause"], key=lambda c: head["by_cause"][c])
+    host = (head.get("longest") or {}).get("host") or {}
+    where = f"; the host was in {host['range']!r}" if host.get("range") else ""
+    return (f"GPU idle before the first kernel: {ms(head['ns'])} per step ({head['fraction']:.0%} of the step), "
+            f"host time, mostly {cause}{where}")
 
 
 def _rank_spread(accounts: list[StepAccount]) -> dict[str, Any]:
@@ -273,13 +307,15 @@ def _exposed_comm(accounts: list[StepAccount], step: StepAccount | None,
     collectives = sorted({c for a in accounts for c in a.exposed_by_class} |
                          {c for a in accounts for c in a.measured_by_class if c in communication})
     if step is None:
-        return {"step": None, "comm_ns": 0, "exposed_ns": 0, "fraction": 0.0, "overlap_fraction": None,
+        return {"statistic": "the median step", "step": None, "comm_ns": 0, "exposed_ns": 0, "fraction": 0.0,
+                "overlap_fraction": None,
                 "exposed_under_memops_ns": 0, "overlap_fraction_incl_memops": None, "concurrent_ns": 0,
                 "by_collective": {c: {"comm_ns": 0, "exposed_ns": 0} for c in collectives}}
     comm, exposed, under = step.comm_ns, step.exposed_ns, step.exposed_under_memops_ns
     by = {c: {"comm_ns": step.measured_by_class.get(c, 0), "exposed_ns": step.exposed_by_class.get(c, 0)}
           for c in collectives}
     return {
+        "statistic": "the median step",
         "step": {"rank": step.rank, "device": step.device_id, "label": step.window.label, "dur_ns": step.dur_ns},
         "comm_ns": comm, "exposed_ns": exposed, "fraction": exposed / step.dur_ns if step.dur_ns else 0.0,
         "overlap_fraction": (1 - exposed / comm) if comm else None,

@@ -11,6 +11,7 @@ import duckdb
 from tracekit.analysis.crossrank import RankMeta
 from tracekit.analysis.steps import ENGINE_STEP_REGEX
 from tracekit.analysis.verdict import ms
+from tracekit.analysis.waits import waits_section
 from tracekit.parsers.kineto_tables import ATTENTION_OP_REGEX  # the ops whose shapes readers keep (op_shapes)
 from tracekit.parsers.schema import NO_GPU_ACTIVITY
 
@@ -20,8 +21,7 @@ KERNEL_LAUNCH_REGEX = (r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|LaunchCooperat
                        r"^cuLaunch(Kernel|KernelEx|CooperativeKernel)(_ptsz)?$")
 STREAM_CAPTURE_REGEX = r"^(cuda|hip|cu)StreamBeginCapture"
 #: Caveats that leave nothing to judge: the verdict is inconclusive with their text as the reason.
-BLOCKING_CAVEATS = frozenset({"graph_whole", "graph_capture_only", "only_step_waits"})
-FIRST_STEP_WAIT_SHARE = 0.5  # a first step waiting this share of its time on unseen work is not measured
+BLOCKING_CAVEATS = frozenset({"graph_whole", "graph_capture_only"})
 #: Host process names of serving engines, whose traces come from the engine's profiler endpoint.
 ENGINE_PROCESS_REGEX = r"^(VLLM::|sglang::|TRTLLM|trtllm)"
 
@@ -214,25 +214,18 @@ def _late_starts(con: duckdb.DuckDBPyConnection) -> list[tuple[int, str]]:
     return sorted(first.items())
 
 
-def first_step_waits(results: Sequence[Any], caveats: list[Caveat], skip_steps: int) -> list[Caveat]:
-    """A capture that starts mid-run (late_start) can open with a wait on GPU work launched before it began,
-    work the trace does not hold: a first step that spends most of its time in dependency waits is then not
-    a measurement. Its device's only step: blocking (``only_step_waits``); else a caveat to skip it."""
-    late = {c.rank for c in caveats if c.kind == "late_start"}
+def wait_caveats(results: Sequence[Any]) -> list[Caveat]:
+    """One caveat per wait on work outside the trace left out of a step (tracekit.analysis.waits): what
+    waited, where, how long."""
     out = []
-    for res in results:
-        if skip_steps or res.rank not in late or not res.accounts:
-            continue
-        wait, dur = res.causes[0].get("dependency", 0), res.accounts[0].dur_ns
-        if dur <= 0 or wait < FIRST_STEP_WAIT_SHARE * dur:
-            continue
-        head = (f"rank {res.rank} device {res.device_id}: the capture's first step waits {ms(wait)} of its {ms(dur)} "
-                "on GPU work the trace does not hold (launched before the capture began)")
-        if len(res.accounts) == 1:
-            out.append(Caveat("only_step_waits", res.rank, f"{head}; it is the only step, so no step is measured: "
-                              "capture several steps and give --skip-steps 1"))
-        else:
-            out.append(Caveat("first_step_wait", res.rank, f"{head}: give --skip-steps 1"))
+    for row in waits_section(results):
+        what = (f"{row['api_call']} blocked" if row["kind"] == "blocking_call"
+                else f"an operation launched by {row['api_call']} waited")
+        out.append(Caveat("outside_wait", row["rank"], (
+            f"rank {row['rank']} device {row['device']}: {what} {ms(row['dur_ns'])}, "
+            f"{ms(row['step_offset_ns'])} into step {row['step']!r}, on GPU work the trace does not hold (the device "
+            "ran nothing of the trace meanwhile: work launched before the capture began, or on another "
+            "process); left out of the step, which is judged on the rest")))
     return out
 
 

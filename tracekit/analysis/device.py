@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -58,6 +58,8 @@ class DeviceAnalysis:
     median_launches: dict[tuple[str, str], tuple[int, int, bool]]
     top_gaps: list[dict[str, Any]]  # this device's costliest gap findings, costliest first
     collectives: CollectiveLog | None = None  # its collectives, for the cross-rank analysis
+    heads: list[dict[str, int]] = field(default_factory=list)  # per step: GPU idle before its first op, by cause
+    head_context: dict[str, Any] | None = None  # the longest such idle: where, and what the host was doing
 
     @property
     def n_ops(self) -> int:
@@ -210,11 +212,13 @@ def analyze_device(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int,
     collectives = CollectiveCollector(rank, device_id, communication,
                                       load_metadata(con, rank, device_id, communication),
                                       steps_comparable=source.kind in ("regex", "profiler_step"))
+    heads: list[dict[str, int]] = []
     for group in batches(con, rank, device_id, extent, windows, opts.batch_rows):
-        accounts_b, causes_b = _analyze_batch(con, vocab, rank, device_id, group, marker, communication,
-                                              kernels, gap_groups, collectives)
+        accounts_b, causes_b, heads_b = _analyze_batch(con, vocab, rank, device_id, group, marker, communication,
+                                                       kernels, gap_groups, collectives)
         accounts += accounts_b
         causes += causes_b
+        heads += heads_b
     kernel_ns = {(str(vocab.class_names[vocab.cls_of_code[c]]), str(vocab.names[c])): int(kernels.ns[c])
                  for c in kernels.codes_in_order()}
     kernel_launches = {(str(vocab.class_names[vocab.cls_of_code[c]]), str(vocab.names[c])): int(kernels.launches[c])
@@ -224,28 +228,49 @@ def analyze_device(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int,
         source=source, accounts=accounts, causes=causes, kernel_ns=kernel_ns, kernel_launches=kernel_launches,
         median_launches=_median_launches(con, vocab, rank, device_id, accounts),
         top_gaps=gap_groups.top(con, vocab, rank, device_id, marker, opts.top_gaps),
-        collectives=collectives.finish(),
+        collectives=collectives.finish(), heads=heads,
+        head_context=_head_context(con, vocab, rank, device_id, accounts, heads, marker),
     )
+
+
+def _head_context(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int,
+                  accounts: list[StepAccount], heads: list[dict[str, int]], marker: str) -> dict[str, Any] | None:
+    """The longest GPU idle before a step's first operation: its step, length and what the launching host
+    thread was doing then (the range and the API call covering most of it)."""
+    if not heads or max(h["total_ns"] for h in heads) <= 0:
+        return None
+    k = max(range(len(heads)), key=lambda i: heads[i]["total_ns"])
+    w, length = accounts[k].window, heads[k]["total_ns"]
+    out: dict[str, Any] = {"step": w.label, "dur_ns": length}
+    ops = load_ops(con, vocab, rank, device_id, w.start_ns, w.start_ns + length)
+    j = int(np.searchsorted(ops.start_ns, w.start_ns + length, side="left"))
+    if j < len(ops) and ops.launch_tid[j] >= 0:
+        out["host"] = gap_context(con, rank, int(ops.pid[j]), int(ops.launch_tid[j]), w.start_ns,
+                                  w.start_ns + length)
+    return out
 
 
 def _analyze_batch(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int,
                    group: list[StepWindow], marker: str, communication: frozenset[str], kernels: _KernelTime,
                    gap_groups: _GapGroups, collectives: CollectiveCollector,
-                   ) -> tuple[list[StepAccount], list[dict[str, int]]]:
+                   ) -> tuple[list[StepAccount], list[dict[str, int]], list[dict[str, int]]]:
     """Account a batch of consecutive steps on their operations and host activity, read for the batch alone;
     kernel time per name is added into ``kernels``, gaps into ``gap_groups``, collectives into ``collectives``."""
     lo, hi = group[0].start_ns, group[-1].end_ns
     ops = load_ops(con, vocab, rank, device_id, lo, hi)
     host = HostActivity.load(con, rank, marker, lo, hi)
-    accounts, causes = [], []
+    accounts, causes, heads = [], [], []
     for w in group:
         acc = account_step(ops, w, communication)
         per_gap, next_op = gap_causes(acc.gaps, ops, host)
         by_cause = dict(zip(CAUSES, (int(v) for v in per_gap.sum(axis=0)), strict=True))
+        first = len(acc.gaps) > 0 and int(acc.gaps.starts[0]) == w.start_ns  # idle from the step's start
+        head = dict(zip(CAUSES, (int(v) for v in per_gap[0]), strict=True)) if first else dict.fromkeys(CAUSES, 0)
+        heads.append({**head, "total_ns": sum(head.values())})
         collectives.add_step(ops, acc, per_gap)
         idx = acc.ops_in_window
         kernels.add(ops.name_code[idx], ops.end_ns[idx] - ops.start_ns[idx])
         gap_groups.add(acc, ops, next_op)
         accounts.append(acc.summary())
         causes.append(by_cause)
-    return accounts, causes
+    return accounts, causes, heads

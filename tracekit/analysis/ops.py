@@ -28,7 +28,6 @@ SYNC_API_REGEX = (
 )
 
 ORDER = "start_ns, end_ns, stream_id, code, pid, launch_start_ns, launch_end_ns, launch_tid, in_graph"
-MEMOP_CLASSES = frozenset({"memcpy", "memset"})  # a memory operation's class (and name) is its kind
 
 
 @dataclass

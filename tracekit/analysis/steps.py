@@ -20,13 +20,14 @@ lookup and the per-step groups of one query stay bounded too.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
 from tracekit.analysis.ops import SYNC_API_REGEX, ops_sql
+from tracekit.analysis.waits import OutsideWait, outside_waits
 from tracekit.errors import InputError
 from tracekit.parsers.schema import PROFILER_STEP_REGEX
 
@@ -35,8 +36,8 @@ ENGINE_STEP_PATTERNS = {
     # vLLM workers: execute_model, execute_new_N_cached_M, execute_N, and the token-count forms
     # execute_context_1(888_788544)_generation_0(0) / execute_32_context_0(sq0sk0...)_generation_32(sq32sk...).
     "vLLM": r"^execute_(model|\d+|new_\d+_cached_\d+|(\d+_)?context_\d+\(.*\)_generation_\d+\(.*\))$",
-    # SGLang forward modes as in TraceLens's SGLang traces: step[DECODE bs=32].
-    "SGLang": r"^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE|TARGET_VERIFY|DRAFT_EXTEND)( bs=\d+)?\]$",
+    # SGLang forward modes as in TraceLens's SGLang traces: step[DECODE bs=32], step[EXTEND bs=15 toks=15360].
+    "SGLang": r"^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE|TARGET_VERIFY|DRAFT_EXTEND)( [a-z_]+=\d+)*\]$",
     # TensorRT-LLM PyTorch backend: @nvtx_range("_forward_step") on the model engine's forward.
     "TRT-LLM": r"^_forward_step$",
 }
@@ -47,16 +48,22 @@ STEP_MARKER_REGEX = f"({PROFILER_STEP_REGEX})|{ENGINE_STEP_REGEX}"
 
 @dataclass(frozen=True)
 class StepWindow:
-    """One step on one device: [start_ns, end_ns)."""
+    """One step on one device: [start_ns, end_ns), less ``excluded`` (waits on work outside the trace,
+    ``tracekit.analysis.waits``: (start, end) pairs inside the window, left out of the step)."""
 
     index: int
     label: str
     start_ns: int
     end_ns: int
+    excluded: tuple[tuple[int, int], ...] = ()
 
     @property
     def dur_ns(self) -> int:
-        return self.end_ns - self.start_ns
+        return self.end_ns - self.start_ns - self.excluded_ns
+
+    @property
+    def excluded_ns(self) -> int:
+        return sum(e - s for s, e in self.excluded)
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,7 @@ class StepSource:
 
     kind: str
     detail: str
+    waits: tuple[OutsideWait, ...] = ()  # waits on work outside the trace, left out of the windows
 
 
 @dataclass(frozen=True)
@@ -168,7 +176,36 @@ def _project(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, chunks: 
         """, rank, device_id, chunks)
     finally:
         con.unregister("step_range_list")
-    return _from_groups(rows, {i: ranges[i][3] for i in keep})
+    return _joined(rows, ranges)
+
+
+def _joined(rows: list[tuple[int, int, int]], ranges: list[tuple[int, int, int, str]]) -> list[StepWindow]:
+    """Windows of projected host ranges, each joined with its host step: a step starts where its range starts
+    if the GPU sat idle then (not before the previous step's GPU work has ended), else at its first operation;
+    the last step ends at its last operation or its range's end, whichever is later. So host time before a
+    step's first kernel (data loading, host code, a sync) is the step's, with its cause."""
+    if not rows:
+        return []
+    starts: list[int] = []
+    prev_end: int | None = None
+    for i, first, last in rows:
+        host = ranges[i][1] if prev_end is None else max(ranges[i][1], prev_end)
+        starts.append(min(first, host))
+        prev_end = last if prev_end is None else max(prev_end, last)
+    last_end = max(int(rows[-1][2]), int(ranges[rows[-1][0]][2]))
+    return _tile(np.array(starts, dtype=np.int64), last_end, [ranges[r[0]][3] for r in rows])
+
+
+def _exclude(windows: list[StepWindow], waits: list[OutsideWait]) -> list[StepWindow]:
+    """Each window less the waits on outside work inside it."""
+    if not waits:
+        return windows
+    out = []
+    for w in windows:
+        cut = tuple((max(x.start_ns, w.start_ns), min(x.end_ns, w.end_ns)) for x in waits
+                    if x.start_ns < w.end_ns and x.end_ns > w.start_ns)
+        out.append(replace(w, excluded=cut) if cut else w)
+    return out
 
 
 def _graph_steps(con: duckdb.DuckDBPyConnection, rank: int, device_id: int,
@@ -196,7 +233,15 @@ def _graph_steps(con: duckdb.DuckDBPyConnection, rank: int, device_id: int,
 
 def find_steps(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, extent: DeviceExtent,
                step_regex: str | None, max_rows: int) -> tuple[list[StepWindow], StepSource]:
-    """The step windows of one device, and how they were found (reading about ``max_rows`` ops at a time)."""
+    """The step windows of one device, and how they were found (reading about ``max_rows`` ops at a time);
+    waits on work outside the trace are left out of them (``StepWindow.excluded``)."""
+    windows, source = _find_windows(con, rank, device_id, extent, step_regex, max_rows)
+    waits = outside_waits(con, rank, device_id) if windows else []
+    return _exclude(windows, waits), replace(source, waits=tuple(waits))
+
+
+def _find_windows(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, extent: DeviceExtent,
+                  step_regex: str | None, max_rows: int) -> tuple[list[StepWindow], StepSource]:
     if extent.n_ops == 0:
         return [], StepSource("whole_capture", "no GPU operations")
     chunks = _chunks(extent, max_rows)
@@ -209,7 +254,7 @@ def find_steps(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, extent
     engine = _outermost(step_ranges(con, rank, ENGINE_STEP_REGEX))
     windows = _project(con, rank, device_id, chunks, engine)
     if windows:
-        names = sorted({n for n, r in ENGINE_STEP_PATTERNS.items() if any(re.search(r, e[3]) for e in engine)})
+        names = engine_names(con, [e[3] for e in engine])
         return windows, StepSource("engine_annotation", f"{'/'.join(names)} step annotations")
     windows = _project(con, rank, device_id, chunks, step_ranges(con, rank, PROFILER_STEP_REGEX))
     if windows:
@@ -219,6 +264,28 @@ def find_steps(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, extent
         return windows, StepSource("graph_launch", "CUDA/HIP graph launches between two host syncs, one step each")
     whole = StepWindow(0, "whole capture", extent.start_ns, extent.end_ns)
     return [whole], StepSource("whole_capture", "no step markers: the whole capture is one window")
+
+
+#: What names the engine beside the form of its step annotation (vLLM's execute_..._context_... form is also
+#: written under SGLang, as TraceLens's SGLang traces show): its own process, module or op names.
+ENGINE_EVIDENCE = {"SGLang": "sglang", "vLLM": "vllm", "TRT-LLM": "tensorrt_llm"}
+
+
+def engine_names(con: duckdb.DuckDBPyConnection, annotations: list[str]) -> list[str]:
+    """The serving engine(s) that wrote these step annotations: SGLang where its own step[...] form is among
+    them; else the one engine whose name the trace's processes, Python frames or ops carry; else the engines
+    whose annotation form they match."""
+    forms = sorted({n for n, r in ENGINE_STEP_PATTERNS.items() if any(re.search(r, a) for a in annotations)})
+    if "SGLang" in forms:
+        return ["SGLang"]
+    row = con.execute("""
+        WITH n AS (SELECT DISTINCT lower(name) AS name FROM processes
+                   UNION SELECT DISTINCT lower(name) FROM ranges WHERE kind IN ('python', 'op'))
+        SELECT bool_or(contains(name, $sglang)), bool_or(contains(name, $vllm)), bool_or(contains(name, $trt)) FROM n
+    """, {"sglang": ENGINE_EVIDENCE["SGLang"], "vllm": ENGINE_EVIDENCE["vLLM"],
+          "trt": ENGINE_EVIDENCE["TRT-LLM"]}).fetchall()[0]
+    seen = [e for e, hit in zip(ENGINE_EVIDENCE, row, strict=True) if hit]
+    return seen if len(seen) == 1 else forms
 
 
 def batches(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, extent: DeviceExtent,

@@ -58,7 +58,7 @@ def info(store: Store, fmt: str, out_path: Path | None) -> None:
 def kernels(store: Store, fmt: str, out_path: Path | None, group_by: str, limit: int) -> None:
     """Per-kernel summary: instances, total, average, median, min, max, stddev (nsys definitions).
 
-    With ``--by class`` a note gives the share of GPU time no class rule claims (class ``other``)."""
+    With ``--by class`` a note gives the share of kernel time no class rule claims (class ``other``)."""
     from tracekit.analysis.analyze import refuse_unsupported_device
     from tracekit.report.document import Document, Table
     from tracekit.report.render import emit
@@ -69,8 +69,8 @@ def kernels(store: Store, fmt: str, out_path: Path | None, group_by: str, limit:
         from tracekit.budgets.classify import class_summary, other_share_pct
 
         frame = class_summary(store.con)
-        notes.append(f"other: {other_share_pct(frame):.1f} % of GPU time matches no class rule "
-                     "(docs/classes.md: how to add one)")
+        notes.append(f"other: {other_share_pct(frame):.1f} % of kernel time (memory copies and sets left out) "
+                     "matches no class rule (docs/classes.md: how to add one)")
     else:
         from tracekit.store import summaries
 

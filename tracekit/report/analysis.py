@@ -85,6 +85,13 @@ def report_document(report: dict[str, Any]) -> Document:
     notes.append(f"steps: {steps['count']}{_per_rank_text(steps)} from {', '.join(steps['source'])}; "
                  f"p50 {ms_text(steps['step_ns_p50'])} ms, "
                  f"p99 {ms_text(steps['step_ns_p99'])} ms{left_out}; slowest rank {steps['slowest_rank']}")
+    graphs = report.get("graphs")
+    if graphs:
+        notes.append(f"graphs: {graphs['replayed_kernels']} kernels ran in graph replays; "
+                     f"{pct_value(graphs['attributed_fraction'])}% of their time is attributed to the op or module "
+                     "that captured it" + (f" (from {len(graphs['captures'])} capture trace"
+                                            f"{'s' if len(graphs['captures']) != 1 else ''})" if graphs["captures"]
+                                            else ""))
     notes += [f"caveat: {c}" for c in report["caveats"]]
     notes += [f"fit: {n}" for n in (report.get("fit") or {}).get("notes", [])]
     tables: list[Table] = []
@@ -110,7 +117,9 @@ def report_document(report: dict[str, Any]) -> Document:
         "1. host gaps per step (median)",
         pl.DataFrame({"cause": [r[0] for r in gap_rows], "ms": [r[1] for r in gap_rows]},
                      schema={"cause": pl.String, "ms": pl.Float64}),
-        note=f"total {ms_text(hg['total_ns'])} ms = {pct_value(hg['fraction'])}% of the step",
+        note=f"total {ms_text(hg['total_ns'])} ms = {pct_value(hg['fraction'])}% of the step"
+             + (f"; GPU idle before the first kernel {ms_text(head['ns'])} ms ({pct_value(head['fraction'])}% of the "
+                "step)" if (head := hg.get("before_first_kernel")) and head["ns"] else ""),
     ))
     if hg["top"]:
         tables.append(Table("costliest gaps (repeats across steps collapsed)", pl.DataFrame([{

@@ -16,7 +16,7 @@ from tracekit.analysis.accounting import StepAccount
 from tracekit.analysis.analyze import Analysis, DeviceAnalysis
 from tracekit.analysis.detail import Detail
 from tracekit.analysis.gaps import CAUSES, gap_causes
-from tracekit.analysis.ops import MEMOP_CLASSES
+from tracekit.budgets.classify import MEMOP_CLASSES
 
 UNKNOWN_CAUSE = "unknown"
 

@@ -40,6 +40,7 @@ from tracekit.store.cache import (
     store_lock,
     write_manifest,
 )
+from tracekit.store.captures import create_capture_views, is_graph_capture
 from tracekit.store.checks import capture_fingerprint, check_distinct_paths, drop_damaged_records, mixed_gpu_warning
 from tracekit.store.ranks import assign_ranks, rank_sql
 from tracekit.store.views import create_views
@@ -229,6 +230,7 @@ class Store:
     stages: dict[str, float] = field(default_factory=dict)  # ingest seconds per stage, summed over files
     cached: bool = True  # False with --no-cache: the stores live for this run only (nothing to cache beside)
     jobs: int = 1  # how many files were read, and how many ranks are analysed, at once
+    captures: list[StoredFile] = field(default_factory=list)  # graph-capture traces beside replays (no ranks)
 
     def close(self) -> None:
         self.con.close()
@@ -352,15 +354,27 @@ def open_store(
             t_open = time.perf_counter()
             con = duckdb.connect()  # after the worker processes are forked: they inherit no DuckDB state
             results, warnings = _attach_stores(con, results, ranks is None)
-        mappings, rank_warnings = assign_ranks(con, results)
+        aliases = [f"f{i}" for i in range(len(results))]
+        capture_idx = [] if ranks is not None else [
+            i for i, r in enumerate(results) if is_graph_capture(con, aliases[i], r.source)]
+        if len(capture_idx) == len(results):
+            capture_idx = []  # a capture alone is analysed as what it is (and refused: no step to judge)
+        captures = [results[i] for i in capture_idx]
+        results = [r for i, r in enumerate(results) if i not in capture_idx]
+        capture_aliases = [aliases[i] for i in capture_idx]
+        aliases = [a for i, a in enumerate(aliases) if i not in capture_idx]
+        mappings, rank_warnings = assign_ranks(con, results, aliases)
         warnings += rank_warnings
         if ranks is not None:  # the same files' ranks, as a full opening of the set assigned them
             mappings = [dict(zip(sorted(m, key=lambda r: (r is None, r or 0)), [*given, given[0]], strict=False))
                         for m, given in zip(mappings, ranks, strict=True)]
         warnings += mixed_gpu_warning(con, [m[None] for m in mappings])
         for table in TABLES:
-            parts = [f"SELECT * REPLACE ({rank_sql(m)} AS rank) FROM f{i}.{table}" for i, m in enumerate(mappings)]
+            parts = [f"SELECT * REPLACE ({rank_sql(m)} AS rank) FROM {a}.{table}"
+                     for a, m in zip(aliases, mappings, strict=True)]
             con.execute(f"CREATE VIEW {table} AS " + " UNION ALL ".join(parts))
+        capture_ranks = _capture_ranks(con, capture_aliases, mappings)
+        create_capture_views(con, capture_aliases, capture_ranks)
         create_views(con)
     except BaseException:
         if con is not None:
@@ -373,4 +387,18 @@ def open_store(
     warnings = skipped + warnings
     stored = [StoredFile(r.source, r.db, r.fmt, m[None], r.reused, tuple(sorted(set(m.values()))))
               for r, m in zip(results, mappings, strict=True)]
-    return Store(con, stored, warnings, tmp, stages, cached=use_cache, jobs=jobs)
+    kept = [StoredFile(r.source, r.db, r.fmt, k, r.reused, (k,))
+            for r, k in zip(captures, capture_ranks, strict=True)]
+    return Store(con, stored, warnings, tmp, stages, cached=use_cache, jobs=jobs, captures=kept)
+
+
+def _capture_ranks(con: duckdb.DuckDBPyConnection, aliases: list[str],
+                   mappings: list[dict[int | None, int]]) -> list[int]:
+    """Each capture trace's rank: the rank it names where a replay file names it too, else the first one."""
+    named = {local: g for m in mappings for local, g in m.items() if local is not None}
+    first = min(m[None] for m in mappings) if mappings else 0
+    out = []
+    for alias in aliases:
+        local = con.execute(f"SELECT min(rank) FROM {alias}.trace_info").fetchone()[0]
+        out.append(named.get(local, first))
+    return out

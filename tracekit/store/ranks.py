@@ -16,19 +16,20 @@ class IngestResult(Protocol):
     fmt: str
 
 
-def assign_ranks(con: duckdb.DuckDBPyConnection,
-                 results: Sequence[IngestResult]) -> tuple[list[dict[int | None, int]], list[str]]:
+def assign_ranks(con: duckdb.DuckDBPyConnection, results: Sequence[IngestResult],
+                 aliases: Sequence[str] | None = None) -> tuple[list[dict[int | None, int]], list[str]]:
     """Per file, its rows' rank values (NULL: none named) mapped to the global ranks: ranks the files record
     (Kineto distributedInfo.rank, an nsys rank variable) as they are; a file that names none, each process
     of an nsys export numbered by process order, and a rank an earlier file already claimed (with a warning:
     the cross-rank analysis then shows whether that file belongs to this run) get the lowest free ranks in
-    the order given. A file's rows without a rank (launcher processes, file-level notes) take its first rank."""
+    the order given. A file's rows without a rank (launcher processes, file-level notes) take its first rank.
+    ``aliases``: the attached store of each result (default f0, f1, ...; graph-capture traces are left out)."""
     locals_: list[list[int | None]] = []
     numbered: list[bool] = []
-    for i in range(len(results)):
-        locals_.append([r[0] for r in con.execute(f"SELECT DISTINCT rank FROM f{i}.trace_info ORDER BY rank")
+    for alias in aliases if aliases is not None else [f"f{i}" for i in range(len(results))]:
+        locals_.append([r[0] for r in con.execute(f"SELECT DISTINCT rank FROM {alias}.trace_info ORDER BY rank")
                         .fetchall()] or [None])
-        numbered.append(con.execute(f"SELECT count(*) FROM f{i}.capture WHERE rank_source = 'process_order'")
+        numbered.append(con.execute(f"SELECT count(*) FROM {alias}.capture WHERE rank_source = 'process_order'")
                         .fetchone()[0] > 0)
     claimed = {r for own, by_order in zip(locals_, numbered, strict=True) if not by_order for r in own
                if r is not None}

@@ -1,0 +1,43 @@
+"""Graph-capture traces given beside the replay traces of the same process: recognised, kept out of the ranks.
+
+Serving engines write the capture of their CUDA/HIP graphs as a trace of its own (SGLang
+``capture_traces/bs_<bs>_rank<r>.json.gz``, vLLM ``graph_capture_rank_<r>.*.pt.trace.json.gz``). Such a file is
+no rank: it holds the ops, shapes and modules that launched each graph node, which its replay trace lacks
+(``tracekit.analysis.replay`` maps them). It is recognised by content (stream captures, and more kernel
+launches captured without a kernel of their own than kernels run) or by those names with a stream capture.
+Its tables are the store's ``capture_*`` views, under the rank the replay files give its process.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import duckdb
+
+#: The engines' names for their capture traces (SGLang's capture_traces/bs_32_rank0, vLLM's graph_capture_rank_0).
+CAPTURE_NAME_REGEX = re.compile(r"graph_capture|capture_traces|(^|[_/])bs_\d+_rank\d+")
+#: Store tables a capture trace keeps under ``capture_<table>``.
+CAPTURE_TABLES = ("trace_info", "api_calls", "kernels", "ranges", "op_shapes", "launch_kernels")
+
+
+def is_graph_capture(con: duckdb.DuckDBPyConnection, alias: str, path: Path) -> bool:
+    """Whether the attached store ``alias`` (of ``path``) is a graph-capture trace."""
+    captures, captured, executed = con.execute(f"""
+        SELECT (SELECT count(*) FROM {alias}.api_calls WHERE regexp_matches(name, '^(cuda|hip|cu)StreamBeginCapture')),
+               (SELECT count(*) FROM {alias}.api_calls a
+                WHERE regexp_matches(a.name, 'Launch') AND NOT regexp_matches(a.name, 'GraphLaunch')
+                  AND NOT EXISTS (SELECT 1 FROM {alias}.kernels k
+                                  WHERE k.pid = a.pid AND k.correlation_id = a.correlation_id)),
+               (SELECT count(*) FROM {alias}.kernels)
+    """).fetchone()
+    return captures > 0 and (captured > executed or bool(CAPTURE_NAME_REGEX.search(path.as_posix())))
+
+
+def create_capture_views(con: duckdb.DuckDBPyConnection, aliases: list[str], ranks: list[int]) -> None:
+    """``capture_<table>`` views over the capture stores (``aliases``), each under its rank (empty: none)."""
+    for table in CAPTURE_TABLES:
+        parts = [f"SELECT * REPLACE (CAST({r} AS INTEGER) AS rank) FROM {a}.{table}"
+                 for a, r in zip(aliases, ranks, strict=True)]
+        sql = " UNION ALL ".join(parts) if parts else f"SELECT * FROM {table} WHERE FALSE"
+        con.execute(f"CREATE VIEW capture_{table} AS {sql}")
