@@ -19,6 +19,7 @@ def store(api: list[tuple[str, int, int]], ranges: list[tuple[str, int, int | No
     for row in ranges:
         con.execute("INSERT INTO ranges VALUES (0, 1, 1, NULL, ?, ?, ?)", row)
     con.execute("INSERT INTO ranges VALUES (0, 1, 2, NULL, 'other thread', 100, 200)")
+    con.execute("CREATE VIEW launches AS SELECT * FROM api_calls WHERE NOT is_duplicate")  # the store's named view
     return con
 
 
