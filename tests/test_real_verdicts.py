@@ -168,7 +168,9 @@ def test_a_capture_beside_its_replay_is_no_rank_and_attributes_the_replayed_kern
     assert [i["role"] for i in folder["inputs"]] == ["trace", "graph_capture"]
     assert (folder["verdict"], top_over_budget(folder)) == (alone["verdict"], top_over_budget(alone))
     assert folder["graphs"]["attributed_fraction"] >= 0.9 and alone["graphs"]["attributed_fraction"] == 0
-    assert any("capture trace" in c for c in alone["caveats"])
+    assert any("without the trace of their capture" in c for c in alone["caveats"])
+    assert not any("without the trace of their capture" in c for c in folder["caveats"])
+    assert any("capture_torch_profiler" in h for h in alone["graphs"]["how_to_attribute"])
     sglang = analyze(torch_dir / SGLANG_DECODE, cache_dir, "--config", "qwen3-8b-sglang-mi300x",
                      str(torch_dir / SGLANG_CAPTURE.split("/")[0]))
     graphs = sglang["graphs"]

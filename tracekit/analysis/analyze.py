@@ -16,7 +16,6 @@ from tracekit import floor
 from tracekit.analysis.accounting import StepAccount
 from tracekit.analysis.caveats import (
     BLOCKING_CAVEATS,
-    Caveat,
     capture_caveats,
     caveat_texts,
     unsupported_devices,
@@ -203,10 +202,6 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     targets = ncu_targets(con, results, classes, opts.max_targets) if verdict == "kernel" else []
     gpus = _gpu_models(con)
     graphs = replay_section(con, [str(f.source) for f in store.captures])
-    if graphs and graphs["how_to_attribute"]:
-        caveats.append(Caveat("replay_unattributed", store.files[0].rank, (
-            f"{graphs['replayed_kernels']} kernels ran in CUDA/HIP graph replays, with no op, shape or module: give "
-            "the capture trace beside this one, or capture one (" + "; ".join(graphs["how_to_attribute"]) + ")")))
     report = {
         "schema": REPORT_SCHEMA,
         "inputs": [{"rank": f.rank, "ranks": list(f.ranks), "path": str(f.source), "format": f.fmt,

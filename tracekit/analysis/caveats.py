@@ -240,8 +240,10 @@ def capture_settings(con: duckdb.DuckDBPyConnection, step_regex: str | None) -> 
     step annotation or graph launches, unless ``step_regex`` is given), GPU activity dropped or not flushed at
     the end, and clock domains without a wall-clock base (several files)."""
     out: list[Caveat] = []
-    any_capture = con.execute("SELECT count(*) FROM launches WHERE regexp_matches(name, $c)",
-                              {"c": STREAM_CAPTURE_REGEX}).fetchone()[0] > 0
+    any_capture = con.execute("""
+        SELECT (SELECT count(*) FROM launches WHERE regexp_matches(name, $c))
+             + (SELECT count(*) FROM capture_api_calls WHERE regexp_matches(name, $c))""",
+                              {"c": STREAM_CAPTURE_REGEX}).fetchone()[0] > 0  # capture_*: a capture trace beside
     if not any_capture:
         for rank, launches, kernels in _ranks_where(con, """
             SELECT g.rank, count(*), sum(g.kernels) FROM graph_launches g

@@ -78,12 +78,10 @@ FIXES: dict[str, dict[str, list[str]]] = {
                     "started before the first CUDA call"],
         "any": ["an engine's profiler starts after startup by design: for exact ncu launch indices profile the "
                 f"same run under nsys from process start ({NSYS} -o run -- '<your server command>')"]},
-    "first_step_wait": {"any": ["tracekit analyze ... --skip-steps 1"]},
-    "only_step_waits": {
-        "vllm": ["--profiler-config.max_iterations 5 (several steps), then tracekit analyze ... --skip-steps 1"],
-        "sglang": ["POST /start_profile '{\"num_steps\": 5}', then tracekit analyze ... --skip-steps 1"],
-        "trtllm": ["TLLM_PROFILE_START_STOP=100-105 (several iterations), then tracekit analyze ... --skip-steps 1"],
-        "any": ["capture several steps, then tracekit analyze ... --skip-steps 1"]},
+    "outside_wait": {
+        "vllm": ["--profiler-config.max_iterations 5 (several steps): the wait is left out of the step already"],
+        "sglang": ["POST /start_profile '{\"num_steps\": 5}' (several steps): the wait is left out already"],
+        "any": ["profile from process start, or several steps: the wait is left out of the step already"]},
     "no_ranges": {
         "nsys": [f"{NSYS} --pytorch=autograd-nvtx ... (and an NVTX range per step: torch.cuda.nvtx.range_push)"],
         "trtllm": ["TLLM_LLMAPI_ENABLE_NVTX=1 under nsys -t cuda,nvtx (TRT-LLM's _forward_step range marks steps)"],

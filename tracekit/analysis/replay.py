@@ -33,8 +33,8 @@ from tracekit.analysis.caveats import STREAM_CAPTURE_REGEX
 #: Where each engine or profiler writes what maps graph replays to their ops, for a trace without it.
 CAPTURE_HINTS = (
     "SGLang: --enable-profile-cuda-graph writes the capture traces (capture_traces/bs_<bs>_rank<r>.json.gz)",
-    "vLLM: the graph-capture trace of the same run (graph_capture_rank_<r>.*.pt.trace.json.gz), or "
-    "VLLM_CUDA_GRAPH_ANNOTATIONS_PATH for kernel annotations",
+    "vLLM: --profiler-config.capture_torch_profiler True (vLLM >= 0.26.0) writes "
+    "capture_traces/graph_capture_rank_<r>.*.pt.trace.json.gz; VLLM_CUDA_GRAPH_ANNOTATIONS_PATH annotates kernels",
     "TRT-LLM: a profile with CUDA graphs off (LLM(..., cuda_graph_config=None)) shows the launching ops",
     "PyTorch: torch.cuda.graph(..., enable_annotations=True) and export_chrome_trace(..., "
     "cuda_graph_annotations=...) write each graph node's module into the trace",
