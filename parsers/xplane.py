@@ -5,8 +5,9 @@ starts ``line.timestamp_ns + offset_ps / 1000`` and lasts ``duration_ps / 1000``
 
 - Device planes ``/device:GPU:<n>`` (device id n, its ``core_count``, ``memory_size``, ``compute_cap_*``,
   ``device_vendor`` stats into ``devices``): events of a ``Stream #<s>(Kernel)`` line are kernels on stream s
-  (grid and block from the ``kernel_details`` stat), of a ``(Memcpy...)`` line memops (bytes from
-  ``memcpy_details``). The ``correlation_id`` stat joins a kernel to its host launch.
+  (grid and block from the ``kernel_details`` stat; the short name drops the AMD symbol suffix ``.kd``), of a
+  ``(Memcpy...)`` line memops (bytes from ``memcpy_details``). The ``correlation_id`` stat joins a kernel to its
+  host launch.
 - The HLO op a kernel runs (stats ``hlo_op``, ``hlo_module``, ``hlo_category`` where recorded) is a ``ranges``
   row of kind 'gpu_range' over the kernel (source 'hlo_op', name the op, domain its category, device and
   stream set): the classification signal, beside the kernel it names.
@@ -214,7 +215,7 @@ class _Loader:
         times = {"start_ns": i64, "end_ns": i64}
         if self.kernels:
             names = [row[4] for row in self.kernels.rows]
-            short = {n: function_name(n) for n in set(names) if n}
+            short = {n: function_name(n.removesuffix(".kd")) for n in set(names) if n}  # .kd: the AMD symbol suffix
             self._insert("kernels", self.kernels.table(
                 {"device_id": i32, "stream_id": i64, **times, "name": s, "short_name": s, "correlation_id": i64,
                  **{f"{k}_{a}": i32 for k in ("grid", "block") for a in "xyz"}},

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from fixtures.synth import write_nsys
 from tests.test_errors import spec
 from tracekit.cli import main
+from tracekit.parsers.registry import skip_reason
 
 FAKE_NSYS = """#!/bin/sh
 # A stand-in for `nsys export --type sqlite --output OUT REPORT`: logs its arguments, copies the fixture export.
@@ -26,6 +27,14 @@ while [ $# -gt 1 ]; do
 done
 cp "{export}" "$out"
 """
+
+
+def test_a_report_beside_its_export_is_skipped_in_a_directory(tmp_path: Path) -> None:
+    report = tmp_path / "run.nsys-rep"
+    report.write_bytes(b"\x00NSYS-REP" + bytes(64))
+    assert skip_reason(report) is None  # alone, it is read (exported, or one line with the command)
+    write_nsys(spec(), tmp_path / "run.sqlite")
+    assert skip_reason(report) == "its SQLite export beside it is read instead"
 
 
 def test_report_is_exported_into_the_cache_and_read(tmp_path: Path) -> None:
