@@ -78,8 +78,8 @@ def _table_sets(path: Path, small: sqlite3.Connection) -> list[dict[str, str]]:
         uuids = [""]
     sets = [{t: f"rocpd_{t}{u}" for t in _TABLES} for u in uuids]
     for s in sets:
-        if lacking := [t for t in ("kernel_dispatch", "info_kernel_symbol", "event", "string", "info_agent")
-                       if s[t] not in names]:
+        if lacking := [t for t in ("kernel_dispatch", "info_kernel_symbol", "event", "string", "info_agent",
+                                   "info_process", "info_thread") if s[t] not in names]:
             raise InputError(f"{path}: rocpd database lacks table(s) {', '.join('rocpd_' + t for t in lacking)}; "
                              "give the database rocprofv3 wrote, whole")
         s["_columns"] = ",".join(r[1] for r in small.execute(f'PRAGMA table_info("{s["kernel_dispatch"]}")'))
