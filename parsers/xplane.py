@@ -143,8 +143,8 @@ class _Loader:
                 if event.num_occurrences:
                     self.skipped["aggregated events"] += 1
                     continue
-                start = base + round(event.offset_ps / 1000)
-                end = start + round(event.duration_ps / 1000)
+                start = base + (event.offset_ps + 500) // 1000  # ps to ns, rounded, in integers
+                end = start + (event.duration_ps + 500) // 1000
                 corr = details = hlo = category = None
                 for st in event.stats:  # only the stats the store keeps; a ref value names a stat metadata
                     key = snames.get(st.metadata_id)
@@ -174,6 +174,8 @@ class _Loader:
 
     def _host(self, plane) -> None:
         names = {k: v.name for k, v in plane.event_metadata.items()}
+        modules_ids = {k for k, n in names.items() if _MODULE.search(n)}
+        op_ids = {k for k, n in names.items() if "::" not in n} - modules_ids  # op names: no C++ scope
         corr_ids = {k for k, v in plane.stat_metadata.items() if v.name == "correlation_id"}
         for line in plane.lines:
             head, _, tail = line.name.partition("/")
@@ -181,22 +183,23 @@ class _Loader:
             base = line.timestamp_ns
             modules: list[tuple[int, int]] = []
             for event in line.events:
-                name = names.get(event.metadata_id)
+                mid = event.metadata_id
+                name = names.get(mid)
                 if event.num_occurrences or name is None:
                     self.skipped["aggregated or unnamed events"] += 1
                     continue
-                start = base + round(event.offset_ps / 1000)
-                end = start + round(event.duration_ps / 1000)
+                start = base + (event.offset_ps + 500) // 1000  # ps to ns, rounded, in integers
+                end = start + (event.duration_ps + 500) // 1000
                 if head == "Host Threads":
                     corr = next((st.int64_value or st.uint64_value for st in event.stats if st.metadata_id in corr_ids),
                                 None)
                     self.calls.add((tid, start, end, name, corr))
                 elif head == "python":
                     self.ranges.add((tid, start, end, name.lstrip("$"), None, "python", None, None, "python"))
-                elif _MODULE.search(name):
+                elif mid in modules_ids:
                     modules.append((start, end))
                     self.ranges.add((tid, start, end, name, None, "xla_module", None, None, "range"))
-                elif "::" not in name and any(s <= start and end <= e for s, e in modules[-4:]):
+                elif mid in op_ids and modules and any(s <= start and end <= e for s, e in modules[-4:]):
                     self.ranges.add((tid, start, end, name, None, "xla_op", None, None, "op"))
                 else:
                     self.skipped["host runtime events"] += 1
