@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracekit.errors import InputError
-
-from .genai_perf import model_name
+from .genai_perf import metric_stat, model_name
 from .record import CLOSED_LOOP, BenchResult, ms_to_ns, number
 
 TOOL = "aiperf"
@@ -38,12 +36,7 @@ def read(doc: dict[str, Any], path: str, index: int) -> BenchResult:
     notes = ["TPOT is AIPerf's inter_token_latency (per request (latency - TTFT) / (tokens - 1))"]
 
     def stat(metric: str, key: str) -> float | None:
-        entry = doc.get(metric)
-        if entry is None:
-            return None
-        if not isinstance(entry, dict):
-            raise InputError(f"{where}: {metric} is not a statistics object; is this an unmodified export?")
-        return number(entry.get(key), f"{where} {metric}.{key}")
+        return metric_stat(doc, where, metric, key)
 
     def ms(metric: str, key: str) -> int | None:
         value = stat(metric, key)

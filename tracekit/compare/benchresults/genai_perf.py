@@ -32,12 +32,7 @@ def read(doc: dict[str, Any], path: str, index: int) -> BenchResult:
     notes = ["TPOT is GenAI-Perf's inter_token_latency (per request (E2E - TTFT) / (tokens - 1))"]
 
     def stat(metric: str, key: str) -> float | None:
-        entry = doc.get(metric)
-        if entry is None:
-            return None
-        if not isinstance(entry, dict):
-            raise InputError(f"{where}: {metric} is not a statistics object; is this an unmodified export?")
-        return number(entry.get(key), f"{where} {metric}.{key}")
+        return metric_stat(doc, where, metric, key)
 
     concurrency, rate = args.get("concurrency"), args.get("request_rate")
     if rate:
@@ -75,6 +70,17 @@ def read(doc: dict[str, Any], path: str, index: int) -> BenchResult:
         notes=notes,
         model=model_name(args),
     )
+
+
+def metric_stat(doc: dict[str, Any], where: str, metric: str, key: str) -> float | None:
+    """One statistic of a GenAI-Perf-style metric ``{unit, avg, p50, ...}`` (AIPerf keeps the layout); None
+    when the metric is absent."""
+    entry = doc.get(metric)
+    if entry is None:
+        return None
+    if not isinstance(entry, dict):
+        raise InputError(f"{where}: {metric} is not a statistics object; is this an unmodified export?")
+    return number(entry.get(key), f"{where} {metric}.{key}")
 
 
 def model_name(args: dict[str, Any]) -> str | None:
