@@ -8,6 +8,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from tracekit.files import short
 from tracekit.floor import ConfigError, DeploymentConfig, config_names
 from tracekit.floor import load_config as load_config_file
 
@@ -25,12 +26,18 @@ def list_configs() -> list[str]:
 def config_path(name_or_path: str) -> Path:
     """The TOML file of a named config, or the path itself when it names a file (a .toml or an existing file)."""
     path = Path(name_or_path)
-    if name_or_path.endswith(".toml") or path.is_file():
-        return path
-    entry = configs_dir() / f"{name_or_path}.toml"
-    if not entry.is_file():
-        known = ", ".join(list_configs()) or "none installed"
-        raise ConfigError(f"unknown config '{name_or_path}'; use one of: {known} (or a path to a .toml file)")
+    known = ", ".join(list_configs()) or "none installed"
+    shown = short(name_or_path, 80)
+    try:
+        if name_or_path.endswith(".toml") or path.is_file():
+            return path
+        entry = configs_dir() / f"{name_or_path}.toml"
+        found = entry.is_file()
+    except OSError as exc:  # a name too long for a path, a folder that cannot be read
+        raise ConfigError(f"--config '{shown}': no readable file ({exc.strerror}) and no named config; use one "
+                          f"of: {known} (or a path to a .toml file)") from None
+    if not found:
+        raise ConfigError(f"unknown config '{shown}'; use one of: {known} (or a path to a .toml file)")
     return entry
 
 

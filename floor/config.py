@@ -7,6 +7,7 @@ caller's resolver, or as NAME.toml beside the extending file.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,40 @@ from .training_config import validate_training
 Resolver = Callable[[str], Path]
 
 
+#: The values a number field may take, (lowest, highest): anything outside is refused before use, so no
+#: NaN, infinity or overflowing product reaches the floor. The highest values are far above any real
+#: deployment (the shipped configs reach n_gpus 16,384, batch 15,360, context 131,072) and keep every
+#: product of them (bytes of the KV cache, FLOPs of a step) well inside float and int64 ranges.
+PARALLEL_MAX = 2**20  # GPUs and parallel degrees: a million
+FIELD_RANGES: dict[str, tuple[float, float]] = {
+    "n_gpus": (1, PARALLEL_MAX), "tp": (1, PARALLEL_MAX), "dp_attention": (1, PARALLEL_MAX),
+    "ep": (1, PARALLEL_MAX), "dp": (0, PARALLEL_MAX), "pp": (1, PARALLEL_MAX), "sp": (1, PARALLEL_MAX),
+    "pp_interleave": (1, 2**10), "batch": (1, 2**24), "micro_batch": (1, 2**24),
+    "context_tokens": (1, 2**27), "tokens_per_step": (1.0, 64.0), "reserve_per_gpu_bytes": (0, 2**50),
+    "zero": (0, 3), "capacity_factor": (1.0, 1e3), "pp_first_layers": (0, 2**16), "pp_last_layers": (0, 2**16),
+    "mtp_depth": (0, 64), "moe_route_limit": (0, 2**16),
+}
+
+
+def check_value(key: str, value: Any, origin: str) -> Any:
+    """``value`` of a number field when it is finite and in ``FIELD_RANGES`` (a whole number for an int
+    field), else a ConfigError naming ``origin`` (the option or file) and the field, with what is allowed."""
+    want = FIELD_TYPES.get(key)
+    if want not in (int, float) or isinstance(value, bool):
+        return value
+    lo, hi = FIELD_RANGES.get(key, (-math.inf, math.inf))
+    kind = "a whole number" if want is int else "a number"
+    show = (lambda x: f"{int(x):,}") if want is int else (lambda x: f"{x:g}")
+    allowed = f"{kind} from {show(lo)} to {show(hi)}" if math.isfinite(hi) else f"{kind} >= {show(lo)}"
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{origin}: {key} must be {allowed}, got {value}; fix the value")
+    if want is int and isinstance(value, float) and value != int(value):
+        raise ConfigError(f"{origin}: {key} must be {allowed}, got {value}; give an integer")
+    if not lo <= value <= hi:
+        raise ConfigError(f"{origin}: {key} must be {allowed}, got {value:g}; fix the value")
+    return int(value) if want is int else float(value)
+
+
 def config_names(folder: Path) -> list[str]:
     """Names of the config files in a folder (NAME.toml -> NAME), sorted; empty when it is not a folder."""
     if not folder.is_dir():
@@ -36,7 +71,8 @@ def parse_sets(items: list[str] | tuple[str, ...]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--set '{item}': expected key=value, e.g. --set kv_format=fp8")
+            shown = item if len(item) <= 80 else item[:39] + "…" + item[-40:]
+            raise ConfigError(f"--set '{shown}': expected key=value, e.g. --set kv_format=fp8")
         out[key.strip()] = value.strip()
     return out
 
@@ -59,14 +95,24 @@ def _extends_path(base: str, origin: Path, resolve: Resolver | None) -> Path:
 
 def _load_raw(path: Path, resolve: Resolver | None, seen: tuple[str, ...] = ()) -> dict[str, Any]:
     """Raw settings of the TOML file at `path` with `extends` resolved (child keys win)."""
-    if not path.is_file():
+    shown = str(path) if len(str(path)) <= 80 else str(path)[:39] + "…" + str(path)[-40:]
+    try:
+        found = path.is_file()
+    except OSError:  # a name too long for a path
+        found = False
+    if not found:
         raise ConfigError(
-            f"config file '{path}' not found; pass an existing path (or a name from `tracekit configs`)"
+            f"config file '{shown}' not found; pass an existing path (or a name from `tracekit configs`)"
         )
     origin = str(path)
     if origin in seen:
         raise ConfigError(f"{origin}: `extends` forms a cycle ({' -> '.join((*seen, origin))}); break it")
-    raw = _read_toml(path.read_text(encoding="utf-8"), origin)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        cause = getattr(exc, "strerror", None) or "not UTF-8 text"
+        raise ConfigError(f"config file '{shown}': cannot read ({cause}); check the file and its permissions") from None
+    raw = _read_toml(text, origin)
     base = raw.pop("extends", None)
     _check_types(raw, origin)
     if base is None:
@@ -89,24 +135,29 @@ def _check_types(raw: dict[str, Any], origin: str) -> None:
                 f"{origin}: key '{key}' must be {want.__name__}, got {type(value).__name__} "
                 f"{value!r}; fix the value"
             )
+        check_value(key, value, origin)
 
 
 def parse_override(key: str, text: str) -> Any:
-    """Cast one `--set key=value` string to the field's type (ints accept 8e9, 8GB, 8GiB)."""
+    """Cast one `--set key=value` string to the field's type (ints accept 8e9, 8GB, 8GiB); a number must be
+    finite, in its field's range and whole for an int field (``check_value``)."""
     if key not in FIELD_TYPES:
-        raise ConfigError(f"--set: unknown key '{key}'; valid keys: {', '.join(FIELD_TYPES)}")
+        shown = key if len(key) <= 60 else key[:29] + "…" + key[-30:]
+        raise ConfigError(f"--set: unknown key '{shown}'; valid keys: {', '.join(FIELD_TYPES)}")
+    shown = text if len(text) <= 60 else text[:29] + "…" + text[-30:]
     if FIELD_TYPES[key] is str:
         return text
     if FIELD_TYPES[key] is bool:
         low = text.strip().lower()
         if low not in ("true", "false", "1", "0", "on", "off"):
-            raise ConfigError(f"--set {key}={text}: not a boolean; give true or false")
+            raise ConfigError(f"--set {key}={shown}: not a boolean; give true or false")
         return low in ("true", "1", "on")
     if FIELD_TYPES[key] is float:
         try:
-            return float(text)
+            value = float(text)
         except ValueError:
-            raise ConfigError(f"--set {key}={text}: not a number; give a number such as {key}=1.25") from None
+            raise ConfigError(f"--set {key}={shown}: not a number; give a number such as {key}=1.25") from None
+        return check_value(key, value, f"--set {key}={shown}")
     units = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 1e3, "mb": 1e6, "gb": 1e9, "k": 1e3}
     low, scale = text.strip().lower().replace("_", ""), 1.0
     for suffix, mult in units.items():
@@ -115,11 +166,9 @@ def parse_override(key: str, text: str) -> Any:
             break
     try:
         value = float(low) * scale
-    except ValueError:
-        raise ConfigError(f"--set {key}={text}: not a number; give an integer such as {key}=64") from None
-    if value != int(value):
-        raise ConfigError(f"--set {key}={text}: must be a whole number; give an integer")
-    return int(value)
+    except (ValueError, OverflowError):
+        raise ConfigError(f"--set {key}={shown}: not a number; give an integer such as {key}=64") from None
+    return check_value(key, value, f"--set {key}={shown}")
 
 
 def build_config(raw: dict[str, Any], name: str) -> DeploymentConfig:

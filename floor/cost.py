@@ -185,6 +185,9 @@ def die_cost(name: str, count: int, area_mm2: float, process: Process, params: C
     if dpw < 1:
         raise ConfigError(f"{name}: a {area_mm2:g} mm2 die does not fit on a {params.wafer_diameter_mm:g} mm wafer")
     y = die_yield(area_mm2, d0, params.yield_model, alpha, ratio)
+    if not y > MIN_YIELD:
+        raise ConfigError(f"{name}: the {params.yield_model} yield of a {area_mm2:g} mm2 die is {y:.3g}, no good die; "
+                          "lower defect_density_per_mm2 or critical_area_ratio")
     raw = process.wafer_cost_usd / dpw
     return DieCost(
         name=name,
@@ -210,6 +213,10 @@ def gpu_cost(package: GpuPackage, processes: dict[str, Process], params: CostPar
         interposer = die_cost("interposer", 1, package.interposer_area_mm2, proc, params, logic=False)
     chips = sum(d.count for d in package.dies) + package.hbm_stacks
     assembly_yield = params.assembly_yield_per_chip**chips
+    if not assembly_yield > MIN_YIELD:
+        raise ConfigError(f"{package.key}: assembly yield {params.assembly_yield_per_chip:g} per chip over {chips} "
+                          f"chips is {assembly_yield:.3g}, no good package; raise assembly_yield_per_chip or lower "
+                          "hbm_stacks")
     partial = GpuCost(
         gpu=package.key,
         dies=dies,
@@ -348,7 +355,7 @@ def apply_overrides(
         typ = PARAM_KEYS.get(key) or PACKAGE_KEYS[key]
         try:
             value = typ(text) if typ is not int else int(text)
-        except ValueError:
+        except (ValueError, OverflowError):
             kind = {int: "a whole number", float: "a number", str: "a name"}[typ]
             raise ConfigError(f"--set {key}={text}: not {kind}; give e.g. {key}=2") from None
         _check_range(key, value)
@@ -356,7 +363,13 @@ def apply_overrides(
     return replace(package, **pkg_kw), replace(params, **par_kw)
 
 
+COST_VALUE_MAX = 1e12  # no cost field (dollars, watts, years, mm, stacks) comes near it; keeps products finite
+MIN_YIELD = 1e-9  # a yield below this leaves no good die or package: the cost would divide by (nearly) zero
+
+
 def _check_range(key: str, value: Any) -> None:
+    if isinstance(value, int | float) and not (math.isfinite(value) and abs(value) <= COST_VALUE_MAX):
+        raise ConfigError(f"--set {key}={value}: must be a finite number up to {COST_VALUE_MAX:g}; fix the value")
     if key == "yield_model":
         ok, want = value in YIELD_MODELS, f"one of {', '.join(YIELD_MODELS)}"
     elif key in ("assembly_yield_per_chip", "critical_area_ratio"):

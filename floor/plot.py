@@ -61,9 +61,9 @@ def walls_figure(walls: WallsResult, other: WallsResult | None = None) -> Any:
     return fig
 
 
-def plot_walls(walls: WallsResult, path: Path, other: WallsResult | None = None) -> None:
-    """Write ``walls_figure`` to ``path`` (PNG)."""
+def plot_walls(walls: WallsResult, path: Path, other: WallsResult | None = None, fmt: str | None = None) -> None:
+    """Write ``walls_figure`` to ``path`` (``fmt``: png or svg; default from the path's suffix)."""
     plt = _pyplot()
     fig = walls_figure(walls, other)
-    fig.savefig(path)
+    fig.savefig(path, format=fmt)
     plt.close(fig)

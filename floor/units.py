@@ -7,6 +7,7 @@ import re
 from .errors import ConfigError
 
 _UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+MAX_DURATION_NS = 10**15  # 11.6 days: far above any step or token time, far inside int64
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|µs|ms|s)\s*$")
 
 
@@ -17,7 +18,10 @@ def parse_duration_ns(text: str) -> int:
         raise ConfigError(
             f"duration '{text}' not understood; write a number and a unit: 41ms, 350us, 1.2s, 900ns"
         )
-    value = round(float(match.group(1)) * _UNITS_NS[match.group(2)])
+    number = float(match.group(1)) * _UNITS_NS[match.group(2)]
+    if not number < MAX_DURATION_NS:  # also catches 1e400 (infinity)
+        raise ConfigError(f"duration '{text[:60]}' is too long; give at most {MAX_DURATION_NS / 1e9:.0f} s")
+    value = round(number)
     if value <= 0:
         raise ConfigError(f"duration '{text}' must be > 0")
     return value

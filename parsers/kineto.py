@@ -25,6 +25,7 @@ import duckdb
 import msgspec
 
 from tracekit.errors import InputError
+from tracekit.files import check_decompressed
 from tracekit.parsers.kineto_events import Event, as_int, decode, route
 from tracekit.parsers.kineto_tables import TableWriter
 from tracekit.parsers.schema import NO_GPU_ACTIVITY, write_capture
@@ -70,13 +71,16 @@ def _read_bytes(path: Path) -> bytearray:
             gzipped = f.read(2) == b"\x1f\x8b"
             f.seek(0)
             if not gzipped:
+                check_decompressed(path, path.stat().st_size, path.stat().st_size)  # held whole in memory
                 buffer = bytearray(path.stat().st_size)
                 f.readinto(buffer)
                 return buffer
             buffer = bytearray()
+            compressed = path.stat().st_size
             with gzip.GzipFile(fileobj=f) as g:
                 while block := g.read(_READ_BLOCK_BYTES):
                     buffer += block
+                    check_decompressed(path, len(buffer), compressed)  # a bomb stops here, memory bounded
             return buffer
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise InputError(f"{path}: corrupt gzip ({exc}); copy the file again") from None

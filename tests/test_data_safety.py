@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import zlib
 from pathlib import Path
 
@@ -385,3 +386,185 @@ def test_two_ingests_never_build_into_one_temporary_file(tmp_path: Path, monkeyp
     monkeypatch.undo()
     assert ingest(cache)["reused"] is True
     assert sorted(p.suffix for p in cache.iterdir()) == [".duckdb", ".json", ".lock"]
+
+
+# ---- caches bound to their input (issue 28) ------------------------------------------------------------
+
+OTHER = FIXTURES / "sample_decode.sqlite"
+
+
+def report_of(path: Path, cache: Path | None) -> dict:
+    args = ["--cache-dir", cache] if cache is not None else ["--no-cache"]
+    code, out, err = run("analyze", path, *args, "--format", "json")
+    assert code == 0, err
+    body = json.loads(out)
+    for f in body["inputs"]:
+        f.pop("reused", None)
+    return body
+
+
+@pytest.fixture(scope="module")
+def clean_reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    return {p.name: report_of(p, None) for p in (SAMPLE, OTHER)}
+
+
+def slot(cache: Path, trace: Path) -> Path:
+    from tracekit.store.cache import file_key
+
+    return cache / f"{file_key(trace)}.duckdb"
+
+
+def test_another_traces_store_in_the_slot_is_never_used(tmp_path: Path, clean_reports: dict) -> None:
+    """B's store and manifest copied into A's slot (a swap): A's report is A's, rebuilt from A."""
+    cache = tmp_path / "cache"
+    for trace in (SAMPLE, OTHER):
+        ingest_path(cache, trace)
+    a, b = slot(cache, SAMPLE), slot(cache, OTHER)
+    for suffix in (".duckdb", ".json"):
+        a.with_suffix(suffix).write_bytes(b.with_suffix(suffix).read_bytes())
+    assert report_of(SAMPLE, cache) == clean_reports[SAMPLE.name]
+    assert json.loads(a.with_suffix(".json").read_text())["input_sha256"] == hashlib.sha256(
+        SAMPLE.read_bytes()).hexdigest()
+
+
+def test_swapped_cached_reports_are_never_used(tmp_path: Path, clean_reports: dict) -> None:
+    cache = tmp_path / "cache"
+    report_of(SAMPLE, cache)
+    before = set((cache / "reports").glob("*.json"))
+    report_of(OTHER, cache)
+    (ra,) = before
+    (rb,) = set((cache / "reports").glob("*.json")) - before
+    da, db = ra.read_bytes(), rb.read_bytes()
+    ra.write_bytes(db)
+    rb.write_bytes(da)
+    assert report_of(SAMPLE, cache) == clean_reports[SAMPLE.name]
+    assert report_of(OTHER, cache) == clean_reports[OTHER.name]
+
+
+def test_a_store_duckdb_finds_corrupt_is_set_aside_and_rebuilt(tmp_path: Path, clean_reports: dict) -> None:
+    """Bytes flipped in the store with the manifest recomputed to match (so size and CRC-32 pass): DuckDB's
+    own block checksum fails on the first query; the store is set aside under damaged/, rebuilt, and the
+    report equals --no-cache's (before: `internal error: Corrupt database file`, on every later run too)."""
+    cache = tmp_path / "cache"
+    ingest_path(cache, SAMPLE)
+    db = slot(cache, SAMPLE)
+    flip_middle(db)
+    manifest = json.loads(db.with_suffix(".json").read_text())
+    manifest["size_bytes"], manifest["crc32"] = db.stat().st_size, zlib.crc32(db.read_bytes())
+    db.with_suffix(".json").write_text(json.dumps(manifest))
+    code, out, err = run("analyze", SAMPLE, "--cache-dir", cache, "--format", "json")
+    assert code == 0 and "DuckDB reports this cached store corrupt" in err and "set aside" in err, err
+    body = json.loads(out)
+    for f in body["inputs"]:
+        f.pop("reused", None)
+    assert body == clean_reports[SAMPLE.name]
+    assert [p.name.split(".")[1] for p in (cache / "damaged").iterdir()] == ["duckdb", "json"]
+    assert ingest_path(cache, SAMPLE)["reused"] is True
+
+
+@pytest.mark.parametrize("which", [".duckdb", ".lock", ".json"])
+def test_a_folder_in_a_store_slot_is_set_aside(tmp_path: Path, which: str) -> None:
+    cache = tmp_path / "cache"
+    ingest_path(cache, SAMPLE)
+    db = slot(cache, SAMPLE)
+    path = db.with_suffix(which)
+    path.unlink()
+    if which == ".duckdb":
+        db.with_suffix(".json").unlink()
+    path.mkdir()
+    (path / "x").write_text("x")
+    for _ in range(2):  # and on every later run
+        code, _, err = run("info", SAMPLE, "--cache-dir", cache, "--format", "json")
+        assert code == 0, err
+    assert path.is_file() or (which == ".json" and not path.is_dir())
+    assert len(list((cache / "damaged").iterdir())) == 1
+
+
+def test_temp_folders_of_killed_runs_are_swept(tmp_path: Path) -> None:
+    """A killed ingest's temporary folder (its build lock free) is removed by the next ingest; a live one
+    (its lock held, here by this process) is left alone."""
+    import fcntl
+
+    from tracekit.store.cache import BUILD_LOCK
+
+    cache = tmp_path / "cache"
+    ingest_path(cache, SAMPLE)
+    killed, live = cache / ".abc.killed.tmp", cache / ".abc.live.tmp"
+    for d in (killed, live):
+        d.mkdir()
+        (d / "store.duckdb").write_bytes(b"x" * 4096)
+        (d / BUILD_LOCK).write_bytes(b"")
+    with open(live / BUILD_LOCK, "rb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ingest_path(cache, OTHER)
+        assert not killed.exists() and live.is_dir()
+
+
+def ingest_path(cache: Path, trace: Path) -> dict:
+    code, out, err = run("ingest", trace, "--cache-dir", cache, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)["stores"][0]
+
+
+# ---- every document a command writes: strict JSON with its schema, CSV that scripts load ----------------
+
+
+def strict_json(text: str) -> dict:
+    def refuse(constant: str) -> None:
+        raise ValueError(f"non-standard JSON constant {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def every_command_call(tmp_path: Path) -> list[list[object]]:
+    """One call of every registered command (found from the CLI, so a new command fails here until added)."""
+    cache = ["--cache-dir", tmp_path / "cache"]
+    calls = {
+        "ingest": [SAMPLE, *cache], "info": [SAMPLE, *cache], "kernels": [SAMPLE, *cache], "api": [SAMPLE, *cache],
+        "nvtx": [SAMPLE, *cache], "memory": [SAMPLE, *cache],
+        "analyze": [SAMPLE, *cache, "--config", "dsv32-ep16"], "diff": [SAMPLE, SAMPLE, *cache],
+        "export": [SAMPLE, *cache, "--parquet", tmp_path / "pq"], "floor": ["--config", "dsv32-ep16"],
+        "walls": ["--config", "dsv32-ep16"], "predict": ["--config", "dsv32-ep16"],
+        "cost": ["--config", "dsv32-ep16"], "configs": [],
+        "reconcile": [FIXTURES / "bench_results" / "vllm_benchmark_serving_closed.json", "--config",
+                      "qwen3-8b-tp1-h100"],
+    }
+    assert set(calls) == set(main.commands), set(main.commands) ^ set(calls)
+    return [[name, *args] for name, args in sorted(calls.items())]
+
+
+def test_every_json_document_names_its_schema_and_parses_strictly(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every command's JSON parses with a strict parser (no NaN or Infinity) and names its schema; every
+    table of every command's document loads from its CSV in duckdb.read_csv and polars.read_csv, with one
+    column per field and the rows of the table."""
+    import polars as pl
+
+    import tracekit.report.render as render_module
+
+    docs: list = []
+    real_render = render_module.render
+
+    def keep(doc, fmt, *args, **kwargs):  # noqa: ANN001, ANN202 - the renderer's own signature
+        docs.append(doc)
+        return real_render(doc, fmt, *args, **kwargs)
+
+    monkeypatch.setattr(render_module, "render", keep)
+    for call in every_command_call(tmp_path):
+        docs.clear()
+        code, out, err = run(*call, "--format", "json")
+        assert code in (0, 13, 14), (call, err)
+        body = strict_json(out)
+        assert isinstance(body.get("schema"), str) and re.fullmatch(r"tracekit\.[a-z]+/v\d+", body["schema"]), call
+        (doc,) = docs
+        for i, table in enumerate(doc.tables, 1):
+            path = tmp_path / f"{call[0]}-{i}.csv"
+            path.write_text(real_render(doc, "csv", table=str(i)))
+            assert not [line for line in path.read_text().splitlines() if line.startswith("#")]
+            if table.frame.height == 0:
+                continue
+            frame = pl.read_csv(path, infer_schema_length=None)
+            got = duckdb.read_csv(str(path)).fetchall()
+            assert frame.shape == table.frame.shape and len(got) == table.frame.height, (call, table.title)
+            for name in frame.columns:
+                assert not name.endswith("_ms"), (call, table.title, name)  # times as in the JSON: ns

@@ -87,7 +87,11 @@ def test_repeat_analyze_reads_the_cached_report(two_ranks: Path, tmp_path: Path)
     # A cache entry that differs detectably, with a matching size and CRC: the next run prints it, so the
     # cache was read (no analysis would give this reason).
     marked = {**first, "reasons": ["read from the report cache"]}
-    write_cached_report(entry, marked)
+    inputs = json.loads(entry.read_bytes().split(b"\n", 1)[0])["input_keys"]
+    assert len(inputs) == 2 and all(len(h) == 32 for h in inputs)  # bound to both inputs' content
+    write_cached_report(entry, marked)  # the same report bound to no input: never read
+    assert cli_json(*args) == first
+    write_cached_report(entry, marked, inputs=inputs)
     assert cli_json(*args) == marked
     # Damaged in place into other valid JSON of the same size: the CRC-32 catches it; analysed again.
     head, body = entry.read_bytes().split(b"\n", 1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -413,3 +414,260 @@ def test_context_that_cannot_fit_in_memory(tmp_path: Path, good: Path, command: 
     args = analyze(tmp_path, good) if command == "analyze" else ["floor"]
     assert_error(tmp_path, [*args, "--config", "dsv32-ep16", "--context", "100000000"], "--context",
                  "does not fit in memory beside the weights")
+
+
+# ---- option values (issue 28): finite, in range, whole for integer fields ---------------------------------
+
+INT_FIELDS = ("n_gpus", "tp", "ep", "dp_attention", "batch", "context_tokens", "reserve_per_gpu_bytes", "mtp_depth",
+              "moe_route_limit", "micro_batch", "dp", "pp", "pp_interleave", "zero", "sp", "pp_first_layers")
+
+
+@pytest.mark.parametrize("key", INT_FIELDS)
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e30", "-1", "1.5"])
+def test_set_of_an_integer_field_out_of_range(tmp_path: Path, key: str, value: str) -> None:
+    """Every integer field refuses NaN, infinities, huge, negative and fractional values with one line
+    naming the option and the field (before: ValueError or OverflowError as an internal error)."""
+    if value == "-1" and key in ("dp", "zero", "pp_first_layers", "reserve_per_gpu_bytes", "mtp_depth",
+                                 "moe_route_limit"):
+        value = "-5"  # 0 is allowed there; -5 is not
+    line = assert_error(tmp_path, ["floor", "--config", "dsv32-ep16", "--set", f"{key}={value}"],
+                        f"--set {key}={value}: {key} must be", "must be a whole number from")
+    assert "got" in line
+
+
+@pytest.mark.parametrize(("key", "value"), [("tokens_per_step", "nan"), ("capacity_factor", "inf"),
+                                            ("tokens_per_step", "-inf"), ("context_tokens", "1e308"),
+                                            ("tokens_per_step", "1e30")])
+def test_set_of_a_float_or_huge_value(tmp_path: Path, key: str, value: str) -> None:
+    assert_error(tmp_path, ["floor", "--config", "dsv32-ep16", "--set", f"{key}={value}"], f"--set {key}={value}",
+                 "must be a")
+
+
+@pytest.mark.parametrize("value", ["power_w=inf", "gpu_cost_usd=nan", "hbm_stacks=99999999999999999999"])
+def test_set_of_a_cost_field_that_is_not_finite(tmp_path: Path, value: str) -> None:
+    assert_error(tmp_path, ["cost", "--config", "dsv32-ep16", "--set", value], f"--set {value.split('=')[0]}=",
+                 "must be a finite number up to")
+
+
+@pytest.mark.parametrize("command", ["analyze", "floor"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_threshold_that_is_not_finite(tmp_path: Path, good: Path, command: str, value: str) -> None:
+    """--threshold nan passed the range check (NaN compares false) and flipped the verdict; now refused."""
+    args = analyze(tmp_path, good) if command == "analyze" else ["floor", "--config", "dsv32-ep16"]
+    fragment = "is not a finite number" if value == "nan" else "is not in the range"
+    assert_error(tmp_path, [*args, "--threshold", value], "'--threshold'", fragment)
+
+
+def test_duration_that_overflows(tmp_path: Path) -> None:
+    assert_error(tmp_path, ["floor", "--config", "dsv32-ep16", "--measured", "1e400ms"], "--measured",
+                 "is too long; give at most")
+
+
+def test_fail_if_slower_that_is_not_finite(tmp_path: Path, good: Path) -> None:
+    assert_error(tmp_path, ["diff", good, good, "--fail-if-slower", "nan%", "--cache-dir", tmp_path / "cache"],
+                 "--fail-if-slower", "not a finite percentage")
+
+
+@pytest.mark.parametrize("regex", ["a{99999999}", "(a)\\1", "(?=a)x", "(?<!a)b"])
+def test_step_regex_that_re2_refuses(tmp_path: Path, good: Path, regex: str) -> None:
+    """Python accepts these; DuckDB's RE2 does not (repetition over 1000, backreferences, lookaround)."""
+    assert_error(tmp_path, analyze(tmp_path, good, extra=("--step", regex)), "--step", "not a regex the store can run")
+
+
+def test_step_regex_that_is_no_regex(tmp_path: Path, good: Path) -> None:
+    assert_error(tmp_path, analyze(tmp_path, good, extra=("--step", "[")), "--step '['", "not a regex (")
+
+
+def test_config_name_too_long_for_a_file_name(tmp_path: Path, good: Path) -> None:
+    name = "x" * 5000
+    line = assert_error(tmp_path, analyze(tmp_path, good, extra=("--config", name)), "--config 'xxx",
+                        "no readable file (File name too long) and no named config")
+    assert "…" in line and len(line) < 2000  # the name is echoed cut in the middle
+
+
+# ---- inputs that are not regular files (issue 28) ------------------------------------------------------
+
+
+def test_fifo_input_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "x.json"
+    os.mkfifo(fifo)
+    assert_error(tmp_path, analyze(tmp_path, fifo), str(fifo), "a named pipe (FIFO), not a trace file")
+    folder = tmp_path / "run"  # also inside a folder of rank files
+    folder.mkdir()
+    os.mkfifo(folder / "rank0.sqlite")
+    assert_error(tmp_path, analyze(tmp_path, folder), "rank0.sqlite", "a named pipe (FIFO), not a trace file")
+
+
+def test_socket_and_device_inputs_are_refused(tmp_path: Path) -> None:
+    import socket
+
+    path = tmp_path / "s.sqlite"
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(path))
+        assert_error(tmp_path, analyze(tmp_path, path), str(path), "a socket, not a trace file")
+    assert_error(tmp_path, analyze(tmp_path, Path("/dev/zero")), "/dev/zero", "a device, not a trace file")
+
+
+def test_symlink_loop_input(tmp_path: Path) -> None:
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop)
+    assert_error(tmp_path, analyze(tmp_path, loop), str(loop), "symbolic link loop")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files of any mode")
+def test_unreadable_file_in_a_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    path = trace(folder, "kineto", "rank0")
+    path.chmod(0)
+    assert_error(tmp_path, analyze(tmp_path, folder), str(path), "cannot read (permission denied)")
+
+
+def test_decompression_bomb_is_stopped(tmp_path: Path) -> None:
+    """A .json.gz that expands far beyond its size stops at the limit (here lowered with --max-decompressed;
+    the default is 200x the compressed size, at least 256 MiB), with memory held to the limit."""
+    import gzip
+
+    from tracekit.files import decompressed_limit
+
+    path = tmp_path / "bomb.json.gz"
+    with gzip.open(path, "wb") as g:
+        g.write(b'{"traceEvents": [' + b" " * (64 * 2**20))
+    assert path.stat().st_size < 2**20 and decompressed_limit(path.stat().st_size) == 256 * 2**20
+    assert_error(tmp_path, analyze(tmp_path, path, extra=("--max-decompressed", str(8 * 2**20))), str(path),
+                 "expands to more than")
+
+
+def test_durations_that_overflow_int64_sums(tmp_path: Path) -> None:
+    """Absurd kernel durations summed past int64: was `per_step_ns = -9223372036854775808` with exit 0."""
+    path = sql(trace(tmp_path, "nsys"), 'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start + 4000000000000000000')
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), "durations add up to")
+    assert_error(tmp_path, ["memory", path, "--cache-dir", tmp_path / "cache"], str(path), "durations add up to")
+
+
+# ---- outputs (issue 28): never replaced when not a regular file; OSError is one line -------------------
+
+
+def out_error(tmp_path: Path, good: Path, out: object, fragment: str, option: str = "--out",
+              command: str = "kernels") -> str:
+    code, stdout, err = run(command, good, "--cache-dir", tmp_path / "cache", option, out)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("tracekit: error: ") and option in lines[0], err
+    assert fragment in lines[0] and "; " in lines[0], lines[0]
+    assert fragment in DOC.read_text(), f"docs/errors.md lacks {fragment!r}"
+    return lines[0]
+
+
+def test_out_special_files_are_left_as_they_were(tmp_path: Path, good: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    out_error(tmp_path, good, fifo, "a named pipe (FIFO), not a regular file; it is left as it is")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    out_error(tmp_path, good, folder, "is a directory")  # click's own check
+    assert folder.is_dir() and not list(folder.iterdir())
+    device = tmp_path / "zero"  # a device node other than /dev/null: mknod where allowed, else /dev/zero itself
+    try:
+        os.mknod(device, 0o600 | stat.S_IFCHR, os.makedev(1, 5))
+    except PermissionError:
+        device = Path("/dev/zero")
+    out_error(tmp_path, good, device, "a device, not a regular file")
+    assert stat.S_ISCHR(os.lstat(device).st_mode)
+
+
+def test_out_symlink_writes_its_target_and_stays_a_link(tmp_path: Path, good: Path) -> None:
+    target = tmp_path / "report.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    code, _, err = run("kernels", good, "--cache-dir", tmp_path / "cache", "--format", "json", "--out", link)
+    assert code == 0, err
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert json.loads(target.read_text())["schema"] == "tracekit.kernels/v1"
+
+
+def test_out_through_null_device_and_stdout_links(tmp_path: Path, good: Path) -> None:
+    """/dev/null, and a link to it, are written through and stay what they are; a node like /dev/null that
+    the test makes (mknod c 1 3) too."""
+    null_link = tmp_path / "null"
+    null_link.symlink_to(os.devnull)
+    for out in (os.devnull, null_link):
+        code, stdout, err = run("kernels", good, "--cache-dir", tmp_path / "cache", "--out", out)
+        assert code == 0 and stdout == "" and err == "", err
+    assert null_link.is_symlink() and stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    node = tmp_path / "n"
+    try:
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:
+        return
+    code, _, err = run("kernels", good, "--cache-dir", tmp_path / "cache", "--out", node)
+    assert code == 0 and stat.S_ISCHR(os.lstat(node).st_mode), err
+
+
+@pytest.mark.parametrize(("out", "fragment"), [("", "is a folder; name a file path inside it"),
+                                               ("/proc/version", "cannot write"),
+                                               ("/sys/kernel/x.json", "cannot write"),
+                                               ("/dev/fd/97", "descriptor 97 is not open")])
+def test_out_paths_that_cannot_be_written(tmp_path: Path, good: Path, out: str, fragment: str) -> None:
+    out_error(tmp_path, good, out, fragment)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into folders of any mode")
+def test_out_into_a_folder_without_write_permission(tmp_path: Path, good: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    out_error(tmp_path, good, folder / "r.json", "(permission denied)")
+
+
+def test_two_outputs_of_one_command_never_share_a_path(tmp_path: Path, good: Path) -> None:
+    out = tmp_path / "x.json"
+    code, _, err = run("export", good, "--cache-dir", tmp_path / "cache", "--perfetto", out, "--out", out)
+    assert code == 2 and "also the path of" in err and len(err.strip().splitlines()) == 1, err
+    assert "also the path of" in DOC.read_text() and not out.exists()
+
+
+def test_a_full_disk_under_out_is_one_line_and_leaves_nothing(tmp_path: Path, good: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every write of the output file fails with ENOSPC after a few bytes (a full tmpfs); the temporary file
+    is removed and the message names --out, the path and the cause."""
+    import errno
+    import io
+
+    import tracekit.files as files
+
+    class Full(io.RawIOBase):
+        def __init__(self, fd: int, *_: object, **__: object) -> None:
+            self.fd = fd
+
+        def writable(self) -> bool:
+            return True
+
+        def write(self, b: object) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def close(self) -> None:
+            os.close(self.fd)
+            super().close()
+
+    assert run("kernels", good, "--cache-dir", tmp_path / "cache")[0] == 0  # the store, before the disk fills
+    monkeypatch.setattr(files.os, "fdopen", lambda fd, *a, **k: Full(fd))
+    out = tmp_path / "o" / "r.json"
+    line = out_error(tmp_path, good, out, "cannot write (No space left on device)")
+    assert str(out) in line and not out.exists() and not list(out.parent.iterdir())
+
+
+def test_a_full_cache_disk_is_not_called_a_damaged_trace(tmp_path: Path, good: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENOSPC while the store is written: the message says where and what to do (it said "the file is
+    damaged ... export it again")."""
+    import errno
+
+    import tracekit.store.ingest as ingest
+
+    def full(*_: object, **__: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ingest, "crc32_of", full)
+    assert_error(tmp_path, analyze(tmp_path, good), str(good), "could not write its store in")

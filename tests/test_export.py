@@ -55,3 +55,20 @@ def test_export_needs_a_target_and_perfetto_is_wired(tmp_path: Path) -> None:
     code, output = export("--perfetto", str(trace))
     assert code == 0, output
     assert json.loads(trace.read_text())  # a JSON trace that Perfetto opens
+
+
+def test_every_table_reads_back_even_when_it_has_no_rows(tmp_path: Path) -> None:
+    """An empty table is one zero-row file with its columns: the documented DuckDB and polars reads return
+    an empty table (an empty folder made both fail), and every table's rows and columns come back."""
+    out = tmp_path / "pq"
+    code, output = export("--parquet", str(out), "--format", "json")
+    assert code == 0, output
+    rows = {r["table"]: r["rows"] for r in json.loads(output)[f"parquet in {out}"]}
+    assert [t for t, n in rows.items() if n == 0], "the fixture should have an empty table to check"
+    with open_store([Path(f) for f in FILES], cache_dir=tmp_path / "cache") as store:
+        for table in TABLES:
+            columns = [r[0] for r in store.con.execute(f"DESCRIBE {table}").fetchall()]
+            got = duckdb.sql(f"SELECT * FROM read_parquet('{out}/{table}/*/*.parquet', hive_partitioning = true)")
+            assert len(got.fetchall()) == rows[table] and sorted(got.columns) == sorted(columns), table
+            frame = pl.scan_parquet(out / table, hive_partitioning=True).collect()
+            assert frame.height == rows[table] and sorted(frame.columns) == sorted(columns), table

@@ -43,7 +43,7 @@ def test_module_loads_paths_not_names(capsys):
 def test_module_config_error_exit_2(capsys):
     assert main(["floor", "--config", "dsv32-ep16", "--config-dir", DIR, "--set", "batch=0"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "batch must be >= 1" in err
+    assert err.count("\n") == 1 and "batch must be a whole number from 1" in err
 
 
 def test_click_floor_json():

@@ -67,8 +67,8 @@ def test_user_toml_extends_named(tmp_path):
     [
         ("no-such-config", None, "unknown config 'no-such-config'"),
         ("dsv32-ep16", {"bogus": "1"}, "unknown key 'bogus'"),
-        ("dsv32-ep16", {"batch": "0"}, "batch must be >= 1"),
-        ("dsv32-ep16", {"batch": "-4"}, "batch must be >= 1"),
+        ("dsv32-ep16", {"batch": "0"}, "batch must be a whole number from 1"),
+        ("dsv32-ep16", {"batch": "-4"}, "batch must be a whole number from 1"),
         ("dsv32-ep16", {"batch": "many"}, "--set batch=many"),
         ("dsv32-ep16", {"context_tokens": "100000000"}, "does not fit in memory"),
         ("dsv32-tp16", {"batch": "5000"}, "exceeds the KV capacity"),

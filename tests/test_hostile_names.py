@@ -40,11 +40,16 @@ HOSTILE = {
     "markup": "<script>alert(1)</script> | cell | [x](http://e) **b** _i_ # h <img src=x onerror=alert(1)>",
     "ansi": "\x1b[31mred\x1b[0m \x1b]0;title\x07 \x9b2J \x00 \r\t",
     "long": "A" * 1_000_000 + "$(touch pwned)",
+    # Text that displays as other text: bidi overrides and isolates, line and paragraph separators, zero-width
+    # characters; a full-width formula, entities and autolinks for CSV and Markdown (issue 28).
+    "display": "safe\u202eexe.cod\u202c \u2066rtl\u2069 \u2028line\u2029para \u200bzw\ufeff \u061c "
+               "＝1+1 =cmd &amp;lt;b&amp;gt; &lt;i&gt; http://e.x www.e.x a@b.c $x$ ~~s~~ ![i](x)",
 }
 FILE_NAME = "cap $(touch pwned) `id` 'q' \"d\" ;|<b>\x1b[31m\nx"
 APP_ARGS = ["$(touch pwned)", "a b;c", "it's", "`id`"]
 ARGV_PRINTER = [sys.executable, "-c", "import sys, json; print(json.dumps(sys.argv[1:]))"]
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # any control character but \t and \n
+# any control character but \t and \n, and the characters that change how text around them displays
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 
 
 def budgets() -> dict[str, int]:
@@ -199,3 +204,56 @@ def test_csv_cells_that_would_start_a_spreadsheet_formula_are_neutralised() -> N
     lines = render_csv(Document("t", [Table("t", frame)])).splitlines()[1:]
     cells = [line.rsplit(",", 1)[0].strip('"') for line in lines]
     assert cells == ["'=HYPERLINK(\"\"http://e\"\")", "'+1", "'-cmd", "'@SUM(A1)", "plain", "a=b"]
+
+
+def test_markdown_renders_no_markup_from_a_name(analysed: dict) -> None:
+    """The Markdown through a CommonMark renderer with GitHub's tables and strike-through: no element that a
+    name could have made (link, image, emphasis, code, strike-through, raw HTML)."""
+    from markdown_it import MarkdownIt
+
+    own = re.compile(r"^\*\*\w+ target \d+: [\w\\]+\*\*$", re.M)  # the document's own block titles
+    html = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(own.sub("", without_code_blocks(
+        analysed["outputs"]["markdown"])))
+    for tag in ("<a ", "<img", "<script", "<em>", "<strong>", "<s>", "<del>", "<code>", "<i>", "<b>"):
+        assert tag not in html, (tag, html[max(0, html.find(tag) - 200):html.find(tag) + 200])
+
+
+@pytest.mark.parametrize("command", ["info", "nvtx", "kernels"])
+def test_other_commands_render_names_inertly(analysed: dict, command: str) -> None:
+    """info, nvtx and kernels print the hostile kernel and range names inertly in every human format."""
+    if analysed["which"] != "display":
+        pytest.skip("the display-changing text; the others are checked through analyze's outputs")
+    for fmt in ("table", "markdown", "csv"):
+        text = run(command, analysed["path"], "--cache-dir", analysed["cache"], "--format", fmt)
+        assert not CONTROL.search(text), (command, fmt, CONTROL.search(text))
+        if fmt == "markdown":
+            assert "<script" not in text and "<img" not in text
+
+
+def test_csv_cells_that_a_spreadsheet_reads_as_formulas_after_folding() -> None:
+    """A leading space, a full-width or small equals sign (NFKC folds them to '='), an ideographic space."""
+    import polars as pl
+
+    from tracekit.report.document import Document, Table
+    from tracekit.report.render import render_csv
+
+    cells = [" =1+1", "＝1+1", "\u3000=1", "﹦1", "\t=1", "+1", "plain", "a=b", " a"]
+    lines = render_csv(Document("t", [Table("t", pl.DataFrame({"name": cells}))])).splitlines()[1:]
+    got = [next(csv.reader([line]))[0] for line in lines]
+    assert got == ["' =1+1", "'＝1+1", "'\u3000=1", "'﹦1", "\\t=1", "'+1", "plain", "a=b", " a"]
+
+
+@pytest.mark.parametrize("which", sorted(HOSTILE))
+def test_rocprof_filters_match_exactly_their_kernel(which: str) -> None:
+    """Every printed rocprofv3 --kernel-include-regex, as the shell hands it over, matches its kernel (an
+    ECMAScript regex_search; Python's re agrees on escaped literals) and no longer name; one argument stays
+    under execve's 128 KiB."""
+    from tracekit.analysis.rocprof import rocprof_command
+
+    for kernel in (f"attention_kernel<{HOSTILE[which]}>", f"_Z3fooPKc{HOSTILE[which]}"):
+        command = rocprof_command(kernel, 2, "tracekit_1_x", shlex.quote(APP_PLACEHOLDER))
+        argv = shlex.split(command)
+        regex = argv[argv.index("--kernel-include-regex") + 1]
+        assert len(regex) < 128 * 1024 and argv[argv.index("--kernel-iteration-range") + 1] == "[3-3]"
+        assert re.search(regex, kernel) and not re.search(regex, kernel + "x") and not re.search(regex, "x" + kernel)
+        assert not CONTROL.search(command)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from tracekit import __version__
 from tracekit.errors import InputError
 from tracekit.files import write_atomically
-from tracekit.store.cache import default_cache_dir, file_key
+from tracekit.store.cache import default_cache_dir, file_key, set_aside
 from tracekit.store.ingest import expand_inputs, ingest_file, open_store, skipped_inputs
 from tracekit.store.inputs import Inputs
 
@@ -84,24 +84,28 @@ def _crc(body: bytes, warnings: list[str]) -> int:
     return zlib.crc32(body, zlib.crc32(json.dumps(warnings).encode()))
 
 
-def write_cached_report(path: Path, report: dict[str, Any], warnings: list[str] | None = None) -> None:
-    """The report's JSON after a first line that records its size, CRC-32 and the store's warnings (printed
-    again when the entry is read), in one atomic write."""
+def write_cached_report(path: Path, report: dict[str, Any], warnings: list[str] | None = None,
+                        inputs: list[str] | None = None) -> None:
+    """The report's JSON after a first line that records its size, CRC-32, the store's warnings (printed
+    again when the entry is read) and the content keys of the inputs it was made from, in one atomic write."""
     body, warnings = json.dumps(report).encode(), warnings or []
     manifest = {"size_bytes": len(body), "crc32": _crc(body, warnings), "schema": report.get("schema"),
-                "warnings": warnings}
+                "warnings": warnings, "input_keys": inputs}
     write_atomically(path, json.dumps(manifest).encode() + b"\n" + body)
 
 
-def read_cached_entry(path: Path) -> tuple[dict[str, Any], list[str]] | None:
-    """The cached report at ``path`` and its store's warnings, or None when it is absent or fails its size
-    and CRC-32 check."""
+def read_cached_entry(path: Path, inputs: list[str] | None = None) -> tuple[dict[str, Any], list[str]] | None:
+    """The cached report at ``path`` and its store's warnings, or None when it is absent, fails its size
+    and CRC-32 check, or was made from inputs of other content than ``inputs`` (their content keys: another
+    trace's report in this slot)."""
     try:
         head, _, body = path.read_bytes().partition(b"\n")
         manifest = json.loads(head)
         warnings = manifest.get("warnings", [])
         if (manifest.get("size_bytes") != len(body) or not isinstance(warnings, list)
                 or manifest.get("crc32") != _crc(body, warnings)):
+            return None
+        if inputs is not None and manifest.get("input_keys") != inputs:
             return None
         report = json.loads(body)
     except (OSError, ValueError, AttributeError, TypeError):
@@ -174,11 +178,12 @@ def analyze_inputs(inputs: Inputs, opts: AnalyzeOptions, engine: str = "local",
         return analyze_dask(inputs, opts, scheduler)
     if scheduler:
         raise InputError("--scheduler: only with --engine dask")
-    path = None
+    path, keys = None, None
     if inputs.use_cache:
         with contextlib.suppress(OSError):  # an input that cannot be read: opening the store says so
             path = report_path(inputs, opts)
-        cached = read_cached_entry(path) if path is not None else None
+            keys = [file_key(f) for f in expand_inputs(inputs.paths)]  # the inputs' content, bound to the entry
+        cached = read_cached_entry(path, keys) if path is not None else None
         if cached is not None:
             for w in cached[1]:
                 print(f"tracekit: warning: {w}", file=sys.stderr)  # as opening the store prints them
@@ -192,5 +197,7 @@ def analyze_inputs(inputs: Inputs, opts: AnalyzeOptions, engine: str = "local",
         report, warnings = analyze(store, opts), store.warnings
     if path is not None:
         with contextlib.suppress(OSError):  # a read-only cache still answers, only slower next time
-            write_cached_report(path, report, warnings)
+            if path.is_dir():  # a folder in the report's place is set aside, not fatal
+                set_aside(path)
+            write_cached_report(path, report, warnings, keys)
     return report

@@ -21,6 +21,7 @@ from typing import Any
 import duckdb
 
 from tracekit.analysis.rocprof import rocprof_command
+from tracekit.files import is_display_control
 
 APP_PLACEHOLDER = "<your application command>"
 INTERPRETER_REGEX = r"^(python|pypy|ruby|node|perl|bash|sh)[0-9.]*$"
@@ -48,7 +49,8 @@ MAX_NAME_CHARS = 8192  # longer names are matched by head and tail: one shell ar
 
 
 def _escape(text: str) -> str:
-    return "".join(f"\\x{ord(ch):02x}" if ord(ch) < 32 or 127 <= ord(ch) < 160 else re.escape(ch) for ch in text)
+    return "".join(f"\\x{ord(ch):02x}" if ord(ch) < 32 or 127 <= ord(ch) < 160
+                   else f"\\u{ord(ch):04x}" if is_display_control(ch) else re.escape(ch) for ch in text)
 
 
 def _name_regex(kernel: str) -> str:

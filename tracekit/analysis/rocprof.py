@@ -21,6 +21,7 @@ import re
 import shlex
 
 from tracekit.analysis.steps import regex_literal
+from tracekit.files import is_display_control
 
 #: Counters collected with the selected dispatch: waves launched and GPU-busy cycles, which fit one pass on
 #: every Instinct generation. rocprof-compute (docs/deep-dive.md) collects the full set over several passes.
@@ -28,8 +29,11 @@ DEFAULT_COUNTERS = ("SQ_WAVES", "GRBM_GUI_ACTIVE")
 
 
 def _escape(kernel: str) -> str:
-    """``kernel`` as a literal ECMAScript regex, control characters as \\xHH so the line stays printable."""
-    return "".join(f"\\x{ord(ch):02x}" if ord(ch) < 32 or 127 <= ord(ch) < 160 else regex_literal(ch) for ch in kernel)
+    """``kernel`` as a literal ECMAScript regex, control characters as \\xHH and the characters that change
+    how text displays (bidi controls, line separators, zero-width: ``tracekit.report.text``) as \\uHHHH, so
+    the printed line stays printable and shows what it matches."""
+    return "".join(f"\\x{ord(ch):02x}" if ord(ch) < 32 or 127 <= ord(ch) < 160
+                   else f"\\u{ord(ch):04x}" if is_display_control(ch) else regex_literal(ch) for ch in kernel)
 
 
 def is_mangled(kernel: str) -> bool:
@@ -37,10 +41,25 @@ def is_mangled(kernel: str) -> bool:
     return re.match(r"^_Z", kernel) is not None
 
 
+MAX_NAME_CHARS = 8192  # longer names are matched by head and tail: one shell argument must stay < 128 KiB
+
+
+def name_regex(kernel: str) -> str:
+    """The anchored ECMAScript regex that matches exactly ``kernel`` (with an optional ``.kd`` for a mangled
+    symbol). A name over MAX_NAME_CHARS is matched by its first and last MAX_NAME_CHARS/2 characters with
+    anything between, as the ncu filter does: execve refuses a single argument over 128 KiB."""
+    if len(kernel) <= MAX_NAME_CHARS:
+        body = _escape(kernel)
+    else:
+        half = MAX_NAME_CHARS // 2
+        body = f"{_escape(kernel[:half])}[\\s\\S]*{_escape(kernel[-half:])}"
+    return f"^{body}(\\.kd)?$" if is_mangled(kernel) else f"^{body}$"
+
+
 def rocprof_command(kernel: str, launch_skip: int, out_name: str, app: str) -> str:
     """One quoted rocprofv3 command collecting counters for dispatch ``launch_skip + 1`` of ``kernel`` (``app``:
     the application's command line, already quoted, or a quoted placeholder)."""
-    name = f"^{_escape(kernel)}(\\.kd)?$" if is_mangled(kernel) else f"^{_escape(kernel)}$"
+    name = name_regex(kernel)
     n = launch_skip + 1
     args = ["rocprofv3", "--pmc", *DEFAULT_COUNTERS]
     if is_mangled(kernel):

@@ -20,6 +20,14 @@ from tracekit.errors import TracekitError
 
 USAGE_ERROR = 2
 
+
+def one_line(message: object) -> str:
+    """A message as one printable line: whitespace runs (line breaks, the separators str.split knows) as one
+    space, and any control character left (echoed input can hold one) as a visible escape."""
+    from tracekit.report.text import inert
+
+    return inert(" ".join(str(message).split()))
+
 # Every command: its name, and the module and function that serve it (imported when it is used).
 COMMANDS = {
     "ingest": ("trace", "ingest"), "info": ("trace", "info"), "kernels": ("trace", "kernels"),
@@ -87,7 +95,7 @@ class TracekitGroup(click.Group):
             return super().invoke(ctx)
         except click.UsageError as exc:  # a bad option value: one line too, not click's usage block
             hint = f"; see `{exc.ctx.command_path} --help`" if exc.ctx is not None else ""
-            click.echo(f"tracekit: error: {' '.join(exc.format_message().split()).rstrip('.')}{hint}", err=True)
+            click.echo(f"tracekit: error: {one_line(exc.format_message()).rstrip('.')}{hint}", err=True)
             sys.exit(USAGE_ERROR)
         except KeyboardInterrupt:
             click.echo("tracekit: interrupted", err=True)
@@ -96,11 +104,11 @@ class TracekitGroup(click.Group):
             raise
         except Exception as exc:
             if _is_expected(exc):
-                click.echo(f"tracekit: error: {exc}", err=True)
+                click.echo(f"tracekit: error: {one_line(exc)}", err=True)
                 sys.exit(USAGE_ERROR)
             if os.environ.get("TRACEKIT_DEBUG"):  # a bug: one line, unless TRACEKIT_DEBUG asks for the traceback
                 raise
-            detail = " ".join(str(exc).split())[:300]
+            detail = one_line(exc)[:300]
             click.echo(f"tracekit: internal error: {type(exc).__name__}: {detail} "
                        "(set TRACEKIT_DEBUG=1 for the traceback)", err=True)
             sys.exit(1)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tracekit.cli.common import analysis_options, default_jobs, output_options
+from tracekit.cli.common import JOBS, analysis_options, default_jobs, output_options
 
 if TYPE_CHECKING:
     from tracekit.analysis.options import AnalyzeOptions
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where ingested stores are kept (default: $XDG_CACHE_HOME/tracekit).")
 @click.option("--no-cache", is_flag=True, help="Ingest into a temporary store, discarded afterwards.")
-@click.option("--jobs", type=click.IntRange(min=1), default=None, show_default="the cores available",
+@click.option("--jobs", type=JOBS, default=None, show_default="the cores available",
               help="Read this many files (in processes) and analyse this many ranks (in threads) at once.")
 @click.option("--gate", is_flag=True, help="Exit with the AFTER verdict's code: 0 near-floor, 10 pipeline, 11 kernel, "
               "12 inconclusive.")

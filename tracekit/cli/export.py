@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from tracekit.cli.common import input_options, output_options
+from tracekit.cli.common import check_step_regex, input_options, output_options
 from tracekit.errors import InputError
 
 if TYPE_CHECKING:
@@ -32,10 +31,7 @@ def export_cmd(store: Store, fmt: str, out_path: Path | None, parquet_dir: Path 
     if parquet_dir is None and perfetto_path is None:
         raise InputError("export: give --parquet DIR and/or --perfetto OUT.json")
     if step_regex is not None:
-        try:
-            re.compile(step_regex)
-        except re.error as exc:
-            raise InputError(f"--step {step_regex!r}: not a regex ({exc})") from None
+        check_step_regex(step_regex)
     import polars as pl
 
     from tracekit.report.document import Document, Table

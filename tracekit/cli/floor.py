@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.common import NEAR_FLOOR_THRESHOLD, config_options, output_options
+from tracekit.cli.common import NEAR_FLOOR_THRESHOLD, THRESHOLD, config_options, output_options
 
 
 def _duration(value: str | None, option: str) -> int | None:
@@ -27,7 +27,7 @@ def _duration(value: str | None, option: str) -> int | None:
 )
 @click.option(
     "--threshold",
-    type=click.FloatRange(min=1.0),
+    type=THRESHOLD,
     default=NEAR_FLOOR_THRESHOLD,
     show_default=True,
     help="Residual ratio (measured / t_opt) under which to stop kernel tuning.",
@@ -103,10 +103,12 @@ def walls_cmd(
     other = load_config(vs, swept) if vs else None
     walls = compute_walls(cfg, tpot_slo_ns=slo_ns, vs=other, at_batch=at_batch)
     if plot_path is not None:
+        from tracekit.files import write_with
         from tracekit.floor.plot import plot_walls
 
         vs_walls = compute_walls(other, tpot_slo_ns=slo_ns) if other is not None else None
-        plot_walls(walls, plot_path, vs_walls)
+        kind = plot_path.suffix.lstrip(".").lower() or "png"
+        write_with(plot_path, "--plot", lambda tmp: plot_walls(walls, tmp, vs_walls, fmt=kind))
     tables = [
         Table("walls (as concurrency grows)", rows_frame(frep.wall_rows(walls))),
         Table(

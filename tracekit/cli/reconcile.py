@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.common import NEAR_FLOOR_THRESHOLD, output_options, parse_sets
+from tracekit.cli.common import NEAR_FLOOR_THRESHOLD, THRESHOLD, output_options, parse_sets
 from tracekit.errors import InputError
 
 
@@ -15,7 +15,7 @@ from tracekit.errors import InputError
 @click.option("--config", required=True, help="Named config (see `tracekit configs`) or a TOML file.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override any config field (batch and context_tokens replace the derived ones).")
-@click.option("--threshold", type=click.FloatRange(min=1.0), default=NEAR_FLOOR_THRESHOLD, show_default=True,
+@click.option("--threshold", type=THRESHOLD, default=NEAR_FLOOR_THRESHOLD, show_default=True,
               help="Residual ratio (TPOT / t_opt) under which a run is near the floor.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the walls plot with the measured points to FILE.png (matplotlib).")

@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tracekit.cli.common import input_options, output_options
+from tracekit.cli.common import COUNT, input_options, output_options
 
 if TYPE_CHECKING:
     import polars as pl
 
     from tracekit.store.ingest import Store
 
-_LIMIT = click.option("--limit", type=click.IntRange(min=0), default=0, help="Show only the top N rows (0: all).")
+_LIMIT = click.option("--limit", type=COUNT, default=0, help="Show only the top N rows (0: all).")
 
 
 def _emit(store: Store, title: str, table: str, frame: pl.DataFrame, limit: int, fmt: str, out_path: Path | None,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tracekit.cli.common import input_options, output_options
+from tracekit.cli.common import COUNT, input_options, output_options
 
 if TYPE_CHECKING:
     from tracekit.store.ingest import Store
@@ -54,7 +54,7 @@ def info(store: Store, fmt: str, out_path: Path | None) -> None:
 @click.option("--by", "group_by", type=click.Choice(["name", "short-name", "name-grid-block", "class"]),
               default="name", show_default=True,
               help="Group kernels by full name, base name, name+grid+block (nsys 2022), or kernel class.")
-@click.option("--limit", type=click.IntRange(min=0), default=0, help="Show only the top N rows (0: all).")
+@click.option("--limit", type=COUNT, default=0, help="Show only the top N rows (0: all).")
 def kernels(store: Store, fmt: str, out_path: Path | None, group_by: str, limit: int) -> None:
     """Per-kernel summary: instances, total, average, median, min, max, stddev (nsys definitions).
 

@@ -75,6 +75,22 @@ def exposed_comm_table(ec: dict[str, Any]) -> Table:
     )
 
 
+def summary_table(report: dict[str, Any]) -> Table:
+    """The verdict, step time and floor in one row, in the JSON's units (ns): the first CSV table, for scripts
+    (the human formats state the same in their notes)."""
+    steps, fl = report["steps"], report["floor"] or {}
+    row = {"verdict": report["verdict"], "config": (report.get("config") or {}).get("name"),
+           "steps": steps["count"], "step_source": ", ".join(steps["source"]),
+           "step_p50_ns": steps["step_ns_p50"], "step_p99_ns": steps["step_ns_p99"],
+           "floor_t_opt_ns": fl.get("t_opt_ns"), "floor_t_sum_ns": fl.get("t_sum_ns"),
+           "expected_ns": fl.get("expected_ns"), "residual_ratio": fl.get("residual_ratio"),
+           "binding": fl.get("binding"), "host_gaps_ns": report["host_gaps"]["total_ns"],
+           "exposed_comm_ns": report["exposed_comm"]["exposed_ns"]}
+    schema = {k: pl.String for k in ("verdict", "config", "step_source", "binding")}
+    schema |= {k: pl.Int64 for k in row if k.endswith("_ns") or k == "steps"} | {"residual_ratio": pl.Float64}
+    return Table("summary", pl.DataFrame([row], schema={k: schema[k] for k in row}), human=False)
+
+
 def report_document(report: dict[str, Any]) -> Document:
     """Render the v2 report dict as titled tables with the verdict and reasons as notes."""
     steps = report["steps"]
@@ -94,7 +110,7 @@ def report_document(report: dict[str, Any]) -> Document:
                                             else ""))
     notes += [f"caveat: {c}" for c in report["caveats"]]
     notes += [f"fit: {n}" for n in (report.get("fit") or {}).get("notes", [])]
-    tables: list[Table] = []
+    tables: list[Table] = [summary_table(report)]
     fl = report["floor"]
     if fl:
         rows = [("t_opt (max of resources)", ms_value(fl["t_opt_ns"])),

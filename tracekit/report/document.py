@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ class Table:
     title: str
     frame: pl.DataFrame
     note: str | None = None
+    human: bool = True  # False: a table for scripts only (CSV, --table), not shown in table/markdown/html
 
 
 @dataclass
@@ -27,13 +29,39 @@ class Document:
     data: dict[str, Any] | None = None
     blocks: list[tuple[str, str]] = field(default_factory=list)  # (title, text to copy verbatim)
 
+    def schema(self) -> str:
+        """The schema name of the JSON body: the command's own (``tracekit.report/v2``, ...) when it names
+        one, else ``tracekit.<command>/v1`` from the title (``tracekit kernels`` -> ``tracekit.kernels/v1``)."""
+        if self.data is not None and isinstance(self.data.get("schema"), str):
+            return self.data["schema"]
+        words = self.title.split()
+        command = words[1].rstrip(":") if len(words) > 1 and words[0] == "tracekit" else "document"
+        return f"tracekit.{command}/v1"
+
+    def human_tables(self) -> list[Table]:
+        return [t for t in self.tables if t.human]
+
     def json_body(self) -> dict[str, Any]:
+        """The JSON document: the command's own data, or its tables by title; always with its schema first."""
         if self.data is not None:
-            return self.data
-        body: dict[str, Any] = {t.title: t.frame.to_dicts() for t in self.tables}
+            return {"schema": self.schema(), **self.data}
+        body: dict[str, Any] = {"schema": self.schema()}
+        body |= {t.title: t.frame.to_dicts() for t in self.tables if t.human}
         if self.notes:
             body["notes"] = self.notes
         return body
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every NaN and infinity replaced by None: JSON has no such numbers (a strict parser
+    refuses them), and a missing figure is null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
 
 
 def rows_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
@@ -43,8 +71,9 @@ def rows_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
-def ms_value(ns: float | None, digits: int = 3) -> float | None:
-    """Nanoseconds as milliseconds for a table cell (None stays None)."""
+def ms_value(ns: float | None, digits: int = 6) -> float | None:
+    """Nanoseconds as milliseconds for a table cell (None stays None): to the nanosecond, so CSV gives back
+    the JSON's integer ns; the human formats print 3 decimals."""
     return None if ns is None else round(ns / 1e6, digits)
 
 

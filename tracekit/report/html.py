@@ -15,19 +15,31 @@ from tracekit import __version__
 from tracekit.analysis.analyze import Analysis
 from tracekit.files import write_atomically
 from tracekit.report.analysis import over_budget_text
-from tracekit.report.document import Document
+from tracekit.report.document import Document, finite
 from tracekit.report.html_assets import CSS, JS
 from tracekit.report.html_charts import class_bars, esc, floor_bars, legend, ms, timeline, walls_chart
 from tracekit.report.html_ranks import ranks_section
-from tracekit.report.text import shorten
+from tracekit.report.text import inert, shorten
 from tracekit.report.timeline import CAUSE_COLOURS, EXPOSED_COLOUR, analysis_colours, pictures
 
 NAME_CHARS = 160
 
 
+def _inert_data(value: Any) -> Any:
+    if isinstance(value, str):
+        return inert(value)
+    if isinstance(value, dict):
+        return {k: _inert_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_inert_data(v) for v in value]
+    return value
+
+
 def script_json(data: Any) -> str:
-    """JSON that cannot end its ``<script>`` element early: <, >, & and U+2028/2029 as \\u escapes."""
-    text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+    """JSON that cannot end its ``<script>`` element early: <, >, & and U+2028/2029 as \\u escapes; every
+    string made inert (bidi controls and line separators as visible escapes: the page puts them in the DOM)
+    and no NaN or infinity (null)."""
+    text = json.dumps(_inert_data(finite(data)), ensure_ascii=True, separators=(",", ":"), allow_nan=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -184,7 +196,7 @@ def analysis_html(analysis: Analysis) -> str:
 
 def write_html_report(analysis: Analysis, out_path: Path) -> None:
     """Write the report page atomically."""
-    write_atomically(out_path, analysis_html(analysis))
+    write_atomically(out_path, analysis_html(analysis), option="--out")
 
 
 def document_html(doc: Document) -> str:
@@ -193,7 +205,7 @@ def document_html(doc: Document) -> str:
     tables = "".join(f"<h2>{esc(t.title)}</h2>" + (f"<p>{esc(t.note)}</p>" if t.note else "")
                      + _table(t.frame.columns, [["" if v is None else v for v in row] for row in t.frame.iter_rows()],
                               numeric={i for i, c in enumerate(t.frame.columns) if t.frame[c].dtype.is_numeric()})
-                     for t in doc.tables)
+                     for t in doc.human_tables())
     blocks = "".join(f'<h3>{esc(title)}</h3><div class="cmd"><pre>{esc(text)}</pre></div>'
                      for title, text in doc.blocks)
     body = f"<h1>{esc(doc.title)}</h1><ul>{notes}</ul>{tables}{blocks}"

@@ -165,4 +165,4 @@ def perfetto_json(analysis: Analysis) -> str:
 
 def write_perfetto(analysis: Analysis, out_path: Path) -> None:
     """Write the annotated timeline of ``analysis`` to ``out_path`` (replaced atomically)."""
-    write_atomically(Path(out_path), perfetto_json(analysis))
+    write_atomically(Path(out_path), perfetto_json(analysis), option="--perfetto")

@@ -12,13 +12,11 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-import click
-
 from tracekit.analysis.analyze import Analysis
 from tracekit.errors import InputError
-from tracekit.files import write_atomically
+from tracekit.files import write_atomically, write_with, writing
 from tracekit.report.document import Document
-from tracekit.report.render import emit, render
+from tracekit.report.render import emit, render, write_stdout
 from tracekit.report.text import inert, markdown_escape
 from tracekit.report.timeline import CAUSE_COLOURS, EXPOSED_COLOUR, StepPicture, analysis_colours, pictures
 
@@ -46,12 +44,8 @@ def _save(fig: Any, stem: Path) -> list[Path]:
     out = []
     for fmt in FORMATS:
         path = stem.with_suffix(f".{fmt}")
-        tmp = path.with_name(f".{path.name}.tmp")
-        try:
-            fig.savefig(tmp, format=fmt, dpi=150, metadata={"Date": None} if fmt == "svg" else None)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_with(path, "--plots", lambda tmp, fmt=fmt: fig.savefig(
+            tmp, format=fmt, dpi=150, metadata={"Date": None} if fmt == "svg" else None))
         out.append(path)
     return out
 
@@ -155,7 +149,8 @@ def _floor(plt: Any, report: dict[str, Any]) -> Any:
 def write_plots(analysis: Analysis, out_dir: Path) -> list[tuple[str, Path]]:
     """Write every chart as PNG and SVG into ``out_dir``; return (title, PNG path) for each chart."""
     plt = _pyplot()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with writing(out_dir, "--plots"):
+        out_dir.mkdir(parents=True, exist_ok=True)
     report, colours = analysis.report, analysis_colours(analysis)
     figures: list[tuple[str, str, Any]] = []
     for i, pic in enumerate(pictures(analysis)):
@@ -175,10 +170,7 @@ def write_plots(analysis: Analysis, out_dir: Path) -> list[tuple[str, Path]]:
 
         walls = floor.compute_walls(load_config(report["config"]["name"], report["config"]["overrides"]))
         for fmt in FORMATS:
-            path = out_dir / f"walls.{fmt}"
-            tmp = path.with_name(f".walls.tmp.{fmt}")
-            plot_walls(walls, tmp)
-            os.replace(tmp, path)
+            write_with(out_dir / f"walls.{fmt}", "--plots", lambda tmp, fmt=fmt: plot_walls(walls, tmp, fmt=fmt))
         written.append((f"walls of {report['config']['name']} as concurrency grows", out_dir / "walls.png"))
     return written
 
@@ -198,9 +190,9 @@ def emit_with_plots(doc: Document, fmt: str, out_path: Path | None, plots: list[
     if plots and fmt == "markdown":
         text = render(doc, fmt) + plots_markdown(plots, out_path.parent if out_path else Path.cwd())
         if out_path is not None:
-            write_atomically(out_path, text)
+            write_atomically(out_path, text, option="--out")
         else:
-            click.echo(text, nl=False)
+            write_stdout(text)
         return
     if plots and fmt == "table":
         doc.notes += [f"plot: {p}" for _, p in plots]

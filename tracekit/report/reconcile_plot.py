@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tracekit.errors import InputError
+from tracekit.files import write_with
 
 
 def plot_sweep(sweep: dict[str, Any], config: str, path: Path) -> None:
@@ -46,11 +47,7 @@ def plot_sweep(sweep: dict[str, Any], config: str, path: Path) -> None:
     right.legend(fontsize=8)
     fig.suptitle(f"floor and measured goodput: {config.replace('$', '')} at {sweep['context_tokens']} tokens")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
     try:
-        fig.savefig(tmp, format="png")
-        tmp.replace(path)
+        write_with(path, "--plot", lambda tmp: fig.savefig(tmp, format="png"))
     finally:
-        tmp.unlink(missing_ok=True)
         plt.close(fig)

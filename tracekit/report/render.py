@@ -11,11 +11,13 @@ every number as is.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
 import os
 import re
+import sys
 from pathlib import Path
 
 import click
@@ -25,16 +27,17 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from tracekit.files import write_atomically
-from tracekit.report.document import Document, Table
-from tracekit.report.text import inert, inert_lines, markdown_escape, shorten
+from tracekit.errors import InputError
+from tracekit.files import OutputError, write_atomically
+from tracekit.report.document import Document, Table, finite
+from tracekit.report.text import inert, inert_lines, markdown_escape, shorten, starts_formula
 
 FORMATS = ("table", "markdown", "csv", "json", "html")
 DEFAULT_WIDTH = 160  # a table's width when neither COLUMNS nor a terminal says otherwise
+ZERO_WIDTH_FALLBACK = 80  # a terminal that reports 0 columns (`script`, some CI ptys): the classic width
 MARKDOWN_NAME_CHARS = 120  # a Markdown cell longer than this is shortened in the middle
 MIN_NAME_CHARS = 16  # a name column is never squeezed below this in a table
 
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 _NS_COLUMN = re.compile(r"(^|[ _(])ns\)?$")
 _MS_COLUMN = re.compile(r"(^|[ _(])ms($|[ _)])")
 
@@ -138,13 +141,13 @@ def _cells(frame: pl.DataFrame) -> list[list[str]]:
 def render_markdown(doc: Document) -> str:
     lines = [f"# {markdown_escape(inert(doc.title))}", ""]
     lines += [f"- {markdown_escape(inert(n))}" for n in doc.notes]
-    for t in doc.tables:
+    for t in doc.human_tables():
         lines += ["", f"## {markdown_escape(inert(t.title))}", ""]
         if t.note:
             lines += [markdown_escape(inert(t.note)), ""]
         frame = human_frame(t.frame)
         cols = frame.columns
-        lines.append("| " + " | ".join(markdown_escape(c) for c in cols) + " |")
+        lines.append("| " + " | ".join(markdown_escape(inert(c)) for c in cols) + " |")
         lines.append("|" + "|".join("---:" if frame[c].dtype.is_numeric() else "---" for c in cols) + "|")
         columns = [[shorten(v, MARKDOWN_NAME_CHARS) for v in col] for col in _cells(frame)]
         for row in zip(*columns, strict=True):
@@ -157,24 +160,59 @@ def render_markdown(doc: Document) -> str:
 
 def _csv_cell(text: str) -> str:
     """A CSV cell that is inert in a terminal (control characters escaped) and in a spreadsheet (a cell
-    that would start a formula gets a leading apostrophe, the OWASP-recommended neutraliser)."""
+    that could start a formula, also after spaces or as a full-width '＝', gets a leading apostrophe, the
+    OWASP-recommended neutraliser)."""
     text = inert(text)
-    return "'" + text if text[:1] in _FORMULA_STARTS else text
+    return "'" + text if starts_formula(text) else text
 
 
-def _inert_strings(frame: pl.DataFrame) -> pl.DataFrame:
-    return frame.with_columns(pl.col(pl.String).map_elements(_csv_cell, return_dtype=pl.String, skip_nulls=True))
+def csv_frame(frame: pl.DataFrame) -> pl.DataFrame:
+    """A table as scripts load it: text cells inert, snake_case headers, and times in integer nanoseconds
+    as in the JSON (a ``... ms`` column becomes ``..._ns``)."""
+    columns = []
+    for name in frame.columns:
+        col = frame[name]
+        if col.dtype == pl.String:
+            col = col.map_elements(_csv_cell, return_dtype=pl.String, skip_nulls=True)
+        header = re.sub(r"[^0-9A-Za-z%]+", "_", inert(name)).strip("_").lower() or "column"
+        if column_unit(name) == "ms" and col.dtype.is_numeric():
+            col = (col.cast(pl.Float64) * 1e6).round(0).cast(pl.Int64)
+            header = re.sub(r"(^|_)ms($|_)", r"\1ns\2", header)
+        columns.append(col.alias(header))
+    return pl.DataFrame(columns) if columns else pl.DataFrame()
 
 
-def render_csv(doc: Document) -> str:
-    if len(doc.tables) == 1:
-        return _inert_strings(doc.tables[0].frame).write_csv()
-    parts = [f"# {inert(t.title)}\n{_inert_strings(t.frame).write_csv()}" for t in doc.tables]
-    return "\n".join(parts)
+def table_slug(title: str) -> str:
+    """The name ``--table`` takes for a table: its title in lowercase words joined by '-'."""
+    return re.sub(r"[^0-9a-z]+", "-", title.lower()).strip("-") or "table"
+
+
+def pick_table(doc: Document, name: str | None) -> Table:
+    """The table ``--table NAME`` names (by slug, a prefix of it, or number from 1); the first without one."""
+    tables = doc.tables
+    if not tables:
+        raise InputError(f"{doc.title}: no table to write as CSV; use --format json")
+    if name is None:
+        return tables[0]
+    slugs = [table_slug(t.title) for t in tables]
+    if name.isdigit() and 1 <= int(name) <= len(tables):
+        return tables[int(name) - 1]
+    matches = [t for t, s in zip(tables, slugs, strict=True) if s == name] or \
+              [t for t, s in zip(tables, slugs, strict=True) if s.startswith(name)]
+    if len(matches) != 1:
+        raise InputError(f"--table {name[:60]}: {'no' if not matches else 'more than one'} table of this output "
+                         f"is named so; use one of: {', '.join(slugs)}")
+    return matches[0]
+
+
+def render_csv(doc: Document, table: str | None = None) -> str:
+    """One table as CSV (the first, or the one ``table`` names): no section lines, so duckdb.read_csv,
+    polars.read_csv and pandas load it as it is."""
+    return csv_frame(pick_table(doc, table).frame).write_csv()
 
 
 def render_json(doc: Document) -> str:
-    return json.dumps(doc.json_body(), indent=2, ensure_ascii=True, default=str) + "\n"
+    return json.dumps(finite(doc.json_body()), indent=2, ensure_ascii=True, default=str, allow_nan=False) + "\n"
 
 
 def _fit(widths: list[int], shrinkable: list[bool], total: int) -> list[int]:
@@ -215,7 +253,7 @@ def render_table(doc: Document, console: Console) -> None:
     console.print(Text(inert(doc.title), style="bold"))
     for n in doc.notes:
         console.print(Text("• " + inert(n)))
-    for t in doc.tables:
+    for t in doc.human_tables():
         console.print(Text(inert(t.title), style="bold"))  # above the table: a title never wraps to its width
         console.print(_rich_table(t, console.width), crop=False)  # numbers too wide: the line runs long
         if t.note:
@@ -233,18 +271,20 @@ def table_width() -> int:
         return int(columns)
     for fd in (1, 2):
         try:
-            return os.get_terminal_size(fd).columns
-        except OSError:
+            width = os.get_terminal_size(fd).columns
+        except (OSError, ValueError):
             continue
+        return width if width > 0 else ZERO_WIDTH_FALLBACK  # a terminal of 0 columns would print nothing
     return DEFAULT_WIDTH
 
 
-def render(doc: Document, fmt: str, width: int | None = None) -> str:
-    """The document as text in one of FORMATS."""
+def render(doc: Document, fmt: str, width: int | None = None, table: str | None = None,
+           color: bool = False) -> str:
+    """The document as text in one of FORMATS (``table``: the CSV table ``--table`` chose)."""
     if fmt == "markdown":
         return render_markdown(doc)
     if fmt == "csv":
-        return render_csv(doc)
+        return render_csv(doc, table)
     if fmt == "json":
         return render_json(doc)
     if fmt == "html":
@@ -252,16 +292,48 @@ def render(doc: Document, fmt: str, width: int | None = None) -> str:
 
         return document_html(doc)
     buf = io.StringIO()
-    render_table(doc, Console(file=buf, width=width or table_width(), force_terminal=False, color_system=None))
+    render_table(doc, Console(file=buf, width=width or table_width(), force_terminal=color,
+                              color_system="standard" if color else None, highlight=False))
     return buf.getvalue()
 
 
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so the interpreter's last flush at exit cannot fail again."""
+    with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def write_stdout(text: str) -> None:
+    """Print ``text``: a reader that closed the pipe (``| head``) ends the command with exit 0, as for any
+    Unix filter; any other failure (a full disk behind ``> file``, ``/dev/full``) is one line, exit 2."""
+    try:
+        click.echo(text, nl=False)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        raise SystemExit(0) from None
+    except OSError as exc:
+        _silence_stdout()
+        raise OutputError(f"standard output: cannot write ({exc.strerror or type(exc).__name__}); free space "
+                          "or write with --out to another place") from None
+
+
+def _table_choice() -> str | None:
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get("tracekit.table")
+
+
 def emit(doc: Document, fmt: str, out_path: Path | None) -> None:
-    """Print the document, or write it atomically to ``out_path``."""
+    """Print the document, or write it atomically to ``out_path``; CSV of a document with several tables
+    writes the table ``--table`` names, or the first with a line on stderr naming the others."""
+    table = _table_choice()
+    if fmt == "csv" and table is None and len(doc.tables) > 1:
+        others = ", ".join(table_slug(t.title) for t in doc.tables[1:])
+        click.echo(f"tracekit: note: CSV holds one table, {table_slug(doc.tables[0].title)}; the others with "
+                   f"--table NAME: {others}", err=True)
     if out_path is not None:
-        write_atomically(out_path, render(doc, fmt))
+        write_atomically(out_path, render(doc, fmt, table=table), option="--out")
         return
-    if fmt == "table":
-        render_table(doc, Console(highlight=False, width=table_width()))
-    else:
-        click.echo(render(doc, fmt), nl=False)
+    color = fmt == "table" and sys.stdout.isatty()
+    write_stdout(render(doc, fmt, width=table_width() if fmt == "table" else None, table=table, color=color))

@@ -4,19 +4,38 @@ escaped, long names cut in the middle. Shared by every renderer (``render``, the
 from __future__ import annotations
 
 import re
+import unicodedata
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
+from tracekit.files import DISPLAY_CONTROLS
+
+# Control characters (ANSI escapes, newlines), and the characters that change how the text around them
+# displays (tracekit.files.DISPLAY_CONTROLS: bidi controls, line separators, zero-width characters): a name
+# holding one could display as another name.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f" + "".join(map(chr, sorted(DISPLAY_CONTROLS))) + "]")
+# Markdown and GitHub markup: emphasis, code, links and images, tables, strike-through, headings, math ($),
+# HTML entities; '<', '>' and '&' become entities below. Autolinks are broken after their scheme or www.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~#!$])")
+_AUTOLINK = re.compile(r"(?i)(://|(?<=www)\.|@)")
+# What a spreadsheet reads as the start of a formula, once spaces are trimmed and full-width forms folded.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
 
 
 def inert(text: object) -> str:
-    """Make untrusted text safe to print: control characters (ANSI escapes, newlines) become escapes."""
+    """Make untrusted text safe to print: control and display-changing characters become visible escapes."""
     return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), str(text))
 
 
 def inert_lines(text: object) -> str:
     """``inert`` per line: a verbatim block keeps its line breaks, every other control character is escaped."""
     return "\n".join(inert(line) for line in str(text).split("\n"))
+
+
+def starts_formula(text: str) -> bool:
+    """Whether a spreadsheet could take the cell ``text`` as a formula: after leading spaces (any Unicode
+    space) and with full-width and compatibility forms folded (NFKC: '＝' is '='), it starts with = + - @ or
+    a tab or line break."""
+    folded = unicodedata.normalize("NFKC", text[:64]).lstrip(" \t\u00a0\u2000\u2001\u2002\u2003\u2009\u3000")
+    return folded[:1] in FORMULA_STARTS or text[:1] in FORMULA_STARTS
 
 
 def shorten(text: str, width: int) -> str:
@@ -29,6 +48,8 @@ def shorten(text: str, width: int) -> str:
 
 
 def markdown_escape(text: str) -> str:
-    """Escape Markdown and HTML markup so the text renders literally in an issue tracker."""
-    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
-    return escaped.replace("<", "&lt;").replace(">", "&gt;")
+    """Escape Markdown and HTML markup so the text renders literally in an issue tracker: markup characters
+    backslash-escaped, '&', '<' and '>' as entities, autolinks (``http://``, ``www.``, ``a@b``) broken."""
+    escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", escaped)
+    return _AUTOLINK.sub(lambda m: {"://": r":\/\/", ".": r"\.", "@": r"\@"}[m.group(1)], escaped)

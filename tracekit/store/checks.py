@@ -40,8 +40,27 @@ _DAMAGED = (
 UNNAMED_KERNEL = "(unnamed kernel)"
 
 
+#: The most nanoseconds a table's durations (or its time span) may add up to: 2^62 ns (146 years), half of
+#: int64, so sums over tables and ranks in the analysis stay inside int64 too.
+MAX_TOTAL_NS = 2**62
+_TIMED_TABLES = ("kernels", "memops", "api_calls", "ranges")
+
+
+def check_time_sums(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Refuse a file whose event durations, summed per table, or whose time span would overflow the
+    analysis' int64 nanoseconds (a damaged export with absurd durations gave a negative step time)."""
+    for table in _TIMED_TABLES:
+        total, span = con.execute(f"SELECT sum(dur_ns::HUGEINT), max(end_ns)::HUGEINT - min(start_ns) "
+                                  f"FROM {table}").fetchone()
+        worst = max(total or 0, span or 0)
+        if worst > MAX_TOTAL_NS:
+            raise InputError(f"{path}: {table} durations add up to {worst:.3g} ns, beyond what 64-bit "
+                             "nanoseconds can sum (2^62); the trace is damaged: export or capture it again")
+
+
 def drop_damaged_records(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Delete damaged events from one file's store (noting how many went) and name unnamed kernels."""
+    """Delete damaged events from one file's store (noting how many went) and name unnamed kernels; refuse
+    times whose sums overflow (``check_time_sums``)."""
     rank = con.execute("SELECT max(rank) FROM trace_info").fetchone()[0]
     notes: list[tuple[int | None, str, int, str]] = []
     for table, condition, kind, label in _DAMAGED:
@@ -49,6 +68,7 @@ def drop_damaged_records(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         if dropped:
             con.execute(f"DELETE FROM {table} WHERE {condition}")
             notes.append((rank, kind, dropped, f"{label}, dropped as damaged records"))
+    check_time_sums(con, path)
     (unnamed,) = con.execute("SELECT count(*) FROM kernels WHERE name IS NULL").fetchone()
     if unnamed:
         con.execute("UPDATE kernels SET name = $n, short_name = coalesce(short_name, $n) WHERE name IS NULL",

@@ -17,7 +17,6 @@ processes, into a temporary file that the store attaches and removes when it clo
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -29,12 +28,15 @@ import duckdb
 
 from tracekit import __version__
 from tracekit.errors import InputError
+from tracekit.files import check_input_file
 from tracekit.parsers import registry
 from tracekit.parsers.schema import STORE_SCHEMA_VERSION, TABLES, create_tables
 from tracekit.store.cache import (
+    build_dir,
+    clear_slot,
     crc32_of,
     default_cache_dir,
-    file_key,
+    file_identity,
     is_complete,
     remove_db,
     store_lock,
@@ -52,8 +54,11 @@ def expand_inputs(paths: Iterable[Path]) -> list[Path]:
     files: list[Path] = []
     suffixes = registry.trace_suffixes()
     for p in paths:
+        check_input_file(p)  # FIFOs, devices, link loops, unreadable files: refused before any read
         if p.is_dir():
-            found = sorted(c for c in p.iterdir() if c.is_file() and c.name.endswith(suffixes))
+            found = sorted(c for c in p.iterdir() if c.name.endswith(suffixes) and not c.is_dir())
+            for c in found:
+                check_input_file(c)
             traces = [c for c in found if registry.skip_reason(c) is None]
             if not traces:
                 raise InputError(f"{p}: directory holds no trace files ({', '.join('*' + s for s in suffixes)}); "
@@ -140,41 +145,40 @@ def ingest_file(path: Path, cache_dir: Path) -> IngestResult:
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"--cache-dir {cache_dir}: cannot create ({exc.strerror})") from None
-    target = cache_dir / f"{file_key(path)}.duckdb"
+    key, content = file_identity(path)
+    target = cache_dir / f"{key}.duckdb"
+    clear_slot(target)  # a folder where the store, manifest or lock belongs is set aside
     if target.exists():
         with store_lock(target, exclusive=False):
-            complete = is_complete(target)
+            complete = is_complete(target, content)
         if not complete:
             with store_lock(target, exclusive=True):
-                complete = is_complete(target)  # another process may have just published it
+                complete = is_complete(target, content)  # another process may have just published it
                 if not complete:
-                    remove_db(target)  # damaged or from another schema version: rebuild
+                    remove_db(target)  # damaged, another input's or from another schema version: rebuild
         if complete:
             stages["identify"] = time.perf_counter() - t0
             return IngestResult(path, target, fmt, True, stages["identify"], stages)
     # DuckDB must create the database file itself: it does so inside a folder that only this process
     # made (mkdtemp is atomic), so no other process can pick the same name between a check and the create.
-    tmp_dir = Path(tempfile.mkdtemp(prefix=f".{target.stem}.", suffix=".tmp", dir=cache_dir))
     stages["identify"] = time.perf_counter() - t0
 
-    def build_and_publish() -> None:
-        tmp = _build_store(path, fmt, tmp_dir / "store.duckdb", stages)
+    def build_and_publish(tmp_dir: Path) -> None:
+        tmp = _build_store(path, fmt, tmp_dir / "store.duckdb", stages, content)
         stages["publish"] = time.perf_counter()
         size, crc = tmp.stat().st_size, crc32_of(tmp)
         with store_lock(target, exclusive=True):
             os.replace(tmp, target)
             write_manifest(target, {"size_bytes": size, "crc32": crc, "schema_version": STORE_SCHEMA_VERSION,
-                                     "source": str(path), "format": fmt})
+                                     "source": str(path), "format": fmt, "input_sha256": content})
 
-    try:
-        _build_guarded(path, fmt, cache_dir, build_and_publish)
-    finally:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
+    with build_dir(cache_dir, target.stem) as tmp_dir:  # locked while building; killed builds' are swept
+        _build_guarded(path, fmt, cache_dir, lambda: build_and_publish(tmp_dir))
     stages["finish"] += time.perf_counter() - stages.pop("publish")  # store_info, checkpoint, rename, manifest
     return IngestResult(path, target, fmt, False, time.perf_counter() - t0, stages)
 
 
-def _build_store(path: Path, fmt: str, db: Path, stages: dict[str, float]) -> Path:
+def _build_store(path: Path, fmt: str, db: Path, stages: dict[str, float], content: str = "") -> Path:
     """Read ``path`` into a new store at ``db``; the read and finish stages are timed into ``stages``."""
     con = duckdb.connect(str(db))
     try:
@@ -184,8 +188,8 @@ def _build_store(path: Path, fmt: str, db: Path, stages: dict[str, float]) -> Pa
         drop_damaged_records(con, path)
         t2 = time.perf_counter()
         stages["read"] = t2 - t1
-        con.execute("CREATE TABLE store_info AS SELECT ? AS schema_version, ? AS tracekit_version",
-                    [STORE_SCHEMA_VERSION, __version__])
+        con.execute("CREATE TABLE store_info AS SELECT ? AS schema_version, ? AS tracekit_version, "
+                    "? AS input_sha256", [STORE_SCHEMA_VERSION, __version__, content])
         con.execute("CHECKPOINT")
         stages["finish"] = time.perf_counter() - t2
     finally:
@@ -196,8 +200,13 @@ def _build_store(path: Path, fmt: str, db: Path, stages: dict[str, float]) -> Pa
 def _ingest_error(exc: Exception, path: Path, fmt: str, cache_dir: Path | None) -> InputError:
     """The one-line error for an unforeseen failure while ingesting ``path`` (``cache_dir`` None: in memory)."""
     if isinstance(exc, OSError):
-        where = f"write its store in {cache_dir}" if cache_dir is not None else "read it"
-        return InputError(f"{path}: could not {where} ({exc.strerror})")
+        if cache_dir is None:
+            return InputError(f"{path}: could not read it ({exc.strerror}); check the file")
+        return InputError(f"{path}: could not write its store in {cache_dir} ({exc.strerror}); free space "
+                          "there or give --cache-dir elsewhere")
+    if isinstance(exc, duckdb.IOException) and ("space" in str(exc).lower() or "disk" in str(exc).lower()):
+        return InputError(f"{path}: could not write its store in {cache_dir} (no space left on the device); free "
+                          "space there or give --cache-dir elsewhere")
     detail = " ".join(str(exc).split())[:300]
     if isinstance(exc, duckdb.OutOfRangeException | duckdb.ConversionException):
         return InputError(f"{path}: a time or id does not fit in a 64-bit integer ({detail}); the trace is "

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from tracekit.store.cache import default_cache_dir, file_key, manifest_path, set_aside, store_lock, verify_store
 from tracekit.store.ingest import IngestResult, Store, expand_inputs, open_store
 
 
@@ -67,3 +68,20 @@ class Inputs:
         for w in store.warnings:
             print(f"tracekit: warning: {w}", file=sys.stderr)
         return store
+
+    def set_aside_corrupt(self) -> list[Path]:
+        """After DuckDB reported a store corrupt: read each input's cached store in full, and set aside
+        (under ``damaged/``) every one DuckDB finds corrupt, so the next open rebuilds it from its input.
+        Returns the stores set aside."""
+        if not self.use_cache:
+            return []
+        cache_dir = self.cache_dir or default_cache_dir()
+        moved = []
+        for f in expand_inputs(self.paths):
+            db = cache_dir / f"{file_key(f)}.duckdb"
+            if db.is_file() and not verify_store(db):
+                with store_lock(db, exclusive=True):
+                    set_aside(manifest_path(db))
+                    set_aside(db)
+                moved.append(db)
+        return moved
