@@ -36,8 +36,17 @@ DISPLAY_CONTROLS = frozenset([0x061C, *range(0x200B, 0x2010), *range(0x2028, 0x2
                               *range(0x2066, 0x206A), 0xFEFF])
 
 
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f" + "".join(map(chr, sorted(DISPLAY_CONTROLS))) + "]")
+
+
 def is_display_control(ch: str) -> bool:
     return ord(ch) in DISPLAY_CONTROLS
+
+
+def printable(text: object) -> str:
+    """Untrusted text safe to print: control characters (ANSI escapes, newlines) and the display-changing
+    characters above become visible escapes (``\\x1b``, ``\\u202e``)."""
+    return _UNPRINTABLE.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), str(text))
 
 
 class OutputError(InputError):

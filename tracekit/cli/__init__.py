@@ -24,9 +24,9 @@ USAGE_ERROR = 2
 def one_line(message: object) -> str:
     """A message as one printable line: whitespace runs (line breaks, the separators str.split knows) as one
     space, and any control character left (echoed input can hold one) as a visible escape."""
-    from tracekit.report.text import inert
+    from tracekit.files import printable
 
-    return inert(" ".join(str(message).split()))
+    return printable(" ".join(str(message).split()))
 
 # Every command: its name, and the module and function that serve it (imported when it is used).
 COMMANDS = {

@@ -6,12 +6,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from tracekit.files import DISPLAY_CONTROLS
+from tracekit.files import printable
 
-# Control characters (ANSI escapes, newlines), and the characters that change how the text around them
-# displays (tracekit.files.DISPLAY_CONTROLS: bidi controls, line separators, zero-width characters): a name
-# holding one could display as another name.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f" + "".join(map(chr, sorted(DISPLAY_CONTROLS))) + "]")
 # Markdown and GitHub markup: emphasis, code, links and images, tables, strike-through, headings, math ($),
 # HTML entities; '<', '>' and '&' become entities below. Autolinks are broken after their scheme or www.
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~#!$])")
@@ -21,8 +17,10 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
 
 
 def inert(text: object) -> str:
-    """Make untrusted text safe to print: control and display-changing characters become visible escapes."""
-    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), str(text))
+    """Make untrusted text safe to print: control characters and the characters that change how the text
+    around them displays (bidi controls, line separators, zero-width: ``tracekit.files.DISPLAY_CONTROLS``)
+    become visible escapes; a name holding one could otherwise display as another name."""
+    return printable(text)
 
 
 def inert_lines(text: object) -> str:
