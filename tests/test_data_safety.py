@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import zlib
 from pathlib import Path
@@ -494,10 +495,15 @@ def test_temp_folders_of_killed_runs_are_swept(tmp_path: Path) -> None:
         d.mkdir()
         (d / "store.duckdb").write_bytes(b"x" * 4096)
         (d / BUILD_LOCK).write_bytes(b"")
+    young = cache / ".abc.young.tmp"  # made a moment ago, not locked yet: may be a live build's
+    young.mkdir()
+    (young / BUILD_LOCK).write_bytes(b"")
+    for d in (killed, live):
+        os.utime(d, (1, 1))
     with open(live / BUILD_LOCK, "rb") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         ingest_path(cache, OTHER)
-        assert not killed.exists() and live.is_dir()
+        assert not killed.exists() and live.is_dir() and young.is_dir()
 
 
 def ingest_path(cache: Path, trace: Path) -> dict:

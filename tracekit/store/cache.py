@@ -154,6 +154,7 @@ def verify_store(db: Path) -> bool:
 
 BUILD_LOCK = "owner.lock"  # inside a temporary build folder: held by the process building there
 STALE_SECONDS = 3600  # a leftover without a lock (an older version's) is swept after an hour
+SWEEP_GRACE_SECONDS = 60  # a folder this young may be one a live build has made but not locked yet
 
 
 @contextmanager
@@ -172,7 +173,8 @@ def build_dir(cache_dir: Path, stem: str) -> Iterator[Path]:
 
 def sweep_stale(cache_dir: Path) -> list[Path]:
     """Remove the temporary build folders (and files) of killed runs: a folder whose build lock no live
-    process holds, or an unlocked leftover older than STALE_SECONDS. Returns what was removed."""
+    process holds, or an unlocked leftover older than STALE_SECONDS; none younger than SWEEP_GRACE_SECONDS
+    (a live build makes its folder, then locks it). Returns what was removed."""
     removed: list[Path] = []
     try:
         entries = [p for p in cache_dir.iterdir() if p.name.startswith(".") and ".tmp" in p.name]
@@ -180,6 +182,8 @@ def sweep_stale(cache_dir: Path) -> list[Path]:
         return removed
     for p in entries:
         with contextlib.suppress(OSError):
+            if time.time() - os.lstat(p).st_mtime < SWEEP_GRACE_SECONDS:
+                continue
             if p.is_dir() and not p.is_symlink() and (p / BUILD_LOCK).exists():
                 with open(p / BUILD_LOCK, "rb") as lock:
                     try:
