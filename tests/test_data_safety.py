@@ -111,6 +111,20 @@ def flip_middle(db: Path) -> None:
     db.write_bytes(bytes(data))
 
 
+def flip_block_of(db: Path, table: str) -> None:
+    """Bytes flipped inside the storage block that holds ``table``'s first column segment (DuckDB's file: a
+    12 KiB header, then blocks of ``block_size``, each with its checksum)."""
+    con = duckdb.connect(str(db), read_only=True)
+    block_size = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()[0]
+    (block,) = con.execute(f"SELECT min(block_id) FROM pragma_storage_info('{table}') WHERE block_id >= 0").fetchone()
+    con.close()
+    data = bytearray(db.read_bytes())
+    start = 3 * 4096 + block * block_size + 64
+    for off in range(start, start + 4096):
+        data[off] ^= 0x5A
+    db.write_bytes(bytes(data))
+
+
 def older_schema(db: Path) -> None:
     """A store from another schema version, with a manifest that matches its bytes."""
     con = duckdb.connect(str(db))
@@ -449,7 +463,7 @@ def test_a_store_duckdb_finds_corrupt_is_set_aside_and_rebuilt(tmp_path: Path, c
     cache = tmp_path / "cache"
     ingest_path(cache, SAMPLE)
     db = slot(cache, SAMPLE)
-    flip_middle(db)
+    flip_block_of(db, "kernels")  # a block every analysis reads, not the catalog or store_info
     manifest = json.loads(db.with_suffix(".json").read_text())
     manifest["size_bytes"], manifest["crc32"] = db.stat().st_size, zlib.crc32(db.read_bytes())
     db.with_suffix(".json").write_text(json.dumps(manifest))
