@@ -548,6 +548,7 @@ def every_command_call(tmp_path: Path) -> list[list[object]]:
         "cost": ["--config", "dsv32-ep16"], "configs": [],
         "reconcile": [FIXTURES / "bench_results" / "vllm_benchmark_serving_closed.json", "--config",
                       "qwen3-8b-tp1-h100"],
+        "doctor": [SAMPLE, *cache], "baseline": ["list", "--baselines", tmp_path / "baselines"],
     }
     assert set(calls) == set(main.commands), set(main.commands) ^ set(calls)
     return [[name, *args] for name, args in sorted(calls.items())]

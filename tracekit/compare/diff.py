@@ -9,7 +9,6 @@ result is the ``tracekit.diff/v1`` document (docs/reconcile.md); the exit status
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,20 +137,6 @@ def gate_basis(b: dict[str, Any], a: dict[str, Any], section: dict[str, Any]) ->
     if whole and not blocking_reasons(section, frozenset({"step_markers"})) and kernel_figure(b, a):
         return "kernels"
     return None
-
-
-def parse_percent(text: str) -> float:
-    """'5%' or '5' -> 0.05; a bad value is an InputError naming the option."""
-    value = text.strip().removesuffix("%")
-    try:
-        out = float(value) / 100
-    except ValueError:
-        raise InputError(f"--fail-if-slower {text!r}: not a percentage; write e.g. 5%") from None
-    if not math.isfinite(out):
-        raise InputError(f"--fail-if-slower {text[:40]!r}: not a finite percentage; write e.g. 5%")
-    if out < 0:
-        raise InputError(f"--fail-if-slower {text!r}: must be >= 0%")
-    return out
 
 
 def _samples(report: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ lengths. Sides that do not compare fail every gate option with 12 (never a silen
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tracekit.analysis.options import GATE_EXIT
@@ -29,6 +30,8 @@ def parse_percent(text: str, option: str = "--fail-if-slower") -> float:
         out = float(value) / 100
     except ValueError:
         raise InputError(f"{option} {text!r}: not a percentage; write e.g. 5%") from None
+    if not math.isfinite(out):
+        raise InputError(f"{option} {text[:40]!r}: not a finite percentage; write e.g. 5%")
     if out < 0:
         raise InputError(f"{option} {text!r}: must be >= 0%")
     return out
