@@ -35,7 +35,7 @@ FIELD_RANGES: dict[str, tuple[float, float]] = {
     "pp_interleave": (1, 2**10), "batch": (1, 2**24), "micro_batch": (1, 2**24),
     "context_tokens": (1, 2**27), "tokens_per_step": (1.0, 64.0), "reserve_per_gpu_bytes": (0, 2**50),
     "zero": (0, 3), "capacity_factor": (1.0, 1e3), "pp_first_layers": (0, 2**16), "pp_last_layers": (0, 2**16),
-    "mtp_depth": (0, 64), "moe_route_limit": (0, 2**16),
+    "mtp_depth": (0, 64), "moe_route_limit": (0, 2**16), "prefill_tokens": (0, 2**27), "prefill_requests": (0, 2**24),
 }
 
 
@@ -48,7 +48,10 @@ def check_value(key: str, value: Any, origin: str) -> Any:
     lo, hi = FIELD_RANGES.get(key, (-math.inf, math.inf))
     kind = "a whole number" if want is int else "a number"
     show = (lambda x: f"{int(x):,}") if want is int else (lambda x: f"{x:g}")
-    allowed = f"{kind} from {show(lo)} to {show(hi)}" if math.isfinite(hi) else f"{kind} >= {show(lo)}"
+    if math.isfinite(lo) and math.isfinite(hi):
+        allowed = f"{kind} from {show(lo)} to {show(hi)}"
+    else:
+        allowed = f"a finite {kind.removeprefix('a ')}"
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"{origin}: {key} must be {allowed}, got {value}; fix the value")
     if want is int and isinstance(value, float) and value != int(value):

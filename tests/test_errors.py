@@ -671,3 +671,11 @@ def test_a_full_cache_disk_is_not_called_a_damaged_trace(tmp_path: Path, good: P
 
     monkeypatch.setattr(ingest, "crc32_of", full)
     assert_error(tmp_path, analyze(tmp_path, good), str(good), "could not write its store in")
+
+
+def test_every_number_field_has_a_range() -> None:
+    """A number field added to the config gets a range in FIELD_RANGES (else only finiteness is checked)."""
+    from tracekit.floor.config import FIELD_RANGES
+    from tracekit.floor.deployment import FIELD_TYPES
+
+    assert [k for k, t in FIELD_TYPES.items() if t in (int, float) and k not in FIELD_RANGES] == []
