@@ -137,3 +137,12 @@ def test_xla_modules_are_the_steps_step_selects(synthetic: Path) -> None:
     assert result.exit_code == 0, result.output
     steps = json.loads(result.stdout)["steps"]
     assert steps["count"] == 4 and steps["source"] == ["regex"]
+
+
+def test_xla_module_executions_are_the_steps_without_step(synthetic: Path, shared_traces: Path) -> None:
+    """With no --step, each XLA module execution is a step (as ProfilerStep#N is in a PyTorch capture)."""
+    for path, count in ((synthetic, 4), (shared_traces / "jax" / FILES[0], 40)):
+        result = CliRunner().invoke(main, ["analyze", str(path), "--no-cache", "--format", "json"])
+        assert result.exit_code == 0, result.output
+        steps = json.loads(result.stdout)["steps"]
+        assert (steps["count"], steps["source"]) == (count, ["xla_module"]), path.name

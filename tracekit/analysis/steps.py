@@ -42,8 +42,12 @@ ENGINE_STEP_PATTERNS = {
     "TRT-LLM": r"^_forward_step$",
 }
 ENGINE_STEP_REGEX = "|".join(f"({r})" for r in ENGINE_STEP_PATTERNS.values())
-#: Ranges that mark steps (never busy host time): ProfilerStep#N and the engines' step annotations.
-STEP_MARKER_REGEX = f"({PROFILER_STEP_REGEX})|{ENGINE_STEP_REGEX}"
+#: One execution of a jitted XLA program (``jax.jit``'s module on the host plane, ``jit_train_step:XLA GPU
+#: module``): the step of a JAX capture, as ProfilerStep#N is PyTorch's.
+XLA_MODULE_REGEX = r":XLA (GPU|TPU) module$"
+#: Ranges that mark steps (never busy host time): ProfilerStep#N, XLA module executions and the engines' step
+#: annotations.
+STEP_MARKER_REGEX = f"({PROFILER_STEP_REGEX})|({XLA_MODULE_REGEX})|{ENGINE_STEP_REGEX}"
 
 
 @dataclass(frozen=True)
@@ -259,6 +263,9 @@ def _find_windows(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, ext
     windows = _project(con, rank, device_id, chunks, step_ranges(con, rank, PROFILER_STEP_REGEX))
     if windows:
         return windows, StepSource("profiler_step", "ProfilerStep#N annotations")
+    windows = _project(con, rank, device_id, chunks, _outermost(step_ranges(con, rank, XLA_MODULE_REGEX)))
+    if windows:
+        return windows, StepSource("xla_module", "XLA module executions (one jitted program run each)")
     windows = _graph_steps(con, rank, device_id, chunks)
     if windows:
         return windows, StepSource("graph_launch", "CUDA/HIP graph launches between two host syncs, one step each")
