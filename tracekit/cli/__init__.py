@@ -36,6 +36,7 @@ COMMANDS = {
     "configs": ("floor", "configs_cmd"), "predict": ("predict", "predict_cmd"), "cost": ("cost", "cost_cmd"),
     "reconcile": ("reconcile", "reconcile_cmd"), "diff": ("diff", "diff_cmd"), "export": ("export", "export_cmd"),
     "baseline": ("baseline", "baseline_cmd"), "doctor": ("doctor", "doctor_cmd"),
+    "mcp": ("mcp", "mcp_cmd"),
 }
 
 

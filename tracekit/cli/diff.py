@@ -60,14 +60,9 @@ def diff_cmd(inputs: tuple[Path, ...], against: str | None, baselines_dir: Path 
     else:
         paths = list(inputs)
     sides = [d.load_side(p, opts, cache_dir, not no_cache, jobs or default_jobs()) for p in paths]
-    doc = d.diff(*sides, threshold=threshold)
-    if against is not None:
-        doc["before"]["baseline"] = against
-    if any(s.kind == "report" for s in sides) and (opts.config or opts.step_regex or opts.skip_steps):
-        doc["caveats"].append("analysis options apply to traces only; reports are compared as they were written")
-    code, reasons = g.gate(doc, gate, allowance, expect_faster, (sides[0].report, sides[1].report))
-    doc["gate"] = {"gate": gate, "fail_if_slower": allowance, "expect_faster": expect_faster,
-                   "exit_status": code, "reasons": reasons}
+    doc = g.gated_diff(sides, threshold, gate, allowance, expect_faster,
+                       bool(opts.config or opts.step_regex or opts.skip_steps), against)
+    code = doc["gate"]["exit_status"]
     emit(diff_document(doc), fmt, out_path)
     if code:
         sys.exit(code)

@@ -21,12 +21,11 @@ def doctor_cmd(store: Store, fmt: str, out_path: Path | None) -> None:
     """Check a capture before any number: dropped events, missing shapes or stacks, graphs without node
     tracing or capture trace, late start, step markers, the device, clocks; with the re-capture flags."""
     from tracekit.analysis.analyze import refuse_unsupported_device, refuse_without_gpu_activity
-    from tracekit.analysis.doctor import diagnose
-    from tracekit.report.doctor import doctor_document
+    from tracekit.api.traces import doctor_of  # the API's: tracekit.doctor gives the same document
     from tracekit.report.render import emit
 
-    health = diagnose(store.con, {f.fmt for f in store.files})
-    emit(doctor_document(health, [str(f.source) for f in store.files]), fmt, out_path)
-    if health.unsupported:  # after the findings: the one-line error naming the file, exit 2
+    result = doctor_of(store)
+    emit(result.document(), fmt, out_path)
+    if result.unsupported:  # after the findings: the one-line error naming the file, exit 2
         refuse_unsupported_device(store)
         refuse_without_gpu_activity(store)

@@ -59,22 +59,7 @@ def kernels(store: Store, fmt: str, out_path: Path | None, group_by: str, limit:
     """Per-kernel summary: instances, total, average, median, min, max, stddev (nsys definitions).
 
     With ``--by class`` a note gives the share of kernel time no class rule claims (class ``other``)."""
-    from tracekit.analysis.analyze import refuse_unsupported_device
-    from tracekit.report.document import Document, Table
+    from tracekit.api.traces import kernels_of  # the API's: tracekit.kernels gives the same document
     from tracekit.report.render import emit
 
-    refuse_unsupported_device(store)  # an MTIA or TPU capture: exit 2 naming it, never an empty table
-    notes = list(store.warnings)
-    if group_by == "class":
-        from tracekit.budgets.classify import class_summary, other_share_pct
-
-        frame = class_summary(store.con)
-        notes.append(f"other: {other_share_pct(frame):.1f} % of kernel time (memory copies and sets left out) "
-                     "matches no class rule (docs/classes.md: how to add one)")
-    else:
-        from tracekit.store import summaries
-
-        frame = summaries.kernel_summary(store.con, by=group_by.replace("-", "_"))
-    if limit:
-        frame = frame.head(limit)
-    emit(Document("tracekit kernels", [Table(f"kernels by {group_by}", frame)], notes=notes), fmt, out_path)
+    emit(kernels_of(store, group_by, limit).document(), fmt, out_path)

@@ -111,3 +111,20 @@ def gate(doc: dict[str, Any], use_gate: bool, fail_if_slower: float | None, expe
         reasons.append(f"AFTER verdict {verdict}")
         return GATE_EXIT[verdict], reasons
     return 0, reasons
+
+
+def gated_diff(sides: list[Any], threshold: float, use_gate: bool, fail_if_slower: float | None,
+               expect_faster: str | None, options_given: bool, against: str | None = None) -> dict[str, Any]:
+    """The ``tracekit.diff/v1`` document of two loaded sides (``tracekit.compare.diff.Side``) with its ``gate``
+    section: what `tracekit diff` prints and `tracekit.diff` returns (``against``: BEFORE's baseline name)."""
+    from tracekit.compare.diff import diff
+
+    doc = diff(*sides, threshold=threshold)
+    if against is not None:
+        doc["before"]["baseline"] = against
+    if any(s.kind == "report" for s in sides) and options_given:
+        doc["caveats"].append("analysis options apply to traces only; reports are compared as they were written")
+    code, reasons = gate(doc, use_gate, fail_if_slower, expect_faster, (sides[0].report, sides[1].report))
+    doc["gate"] = {"gate": use_gate, "fail_if_slower": fail_if_slower, "expect_faster": expect_faster,
+                   "exit_status": code, "reasons": reasons}
+    return doc
