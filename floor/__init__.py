@@ -17,6 +17,7 @@ from .placement import (
     BELOW_FLOOR_TOLERANCE,
     NEAR_FLOOR_THRESHOLD,
     Placement,
+    place_bound,
     place_kernel,
     place_measured,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "model_names",
     "parse_duration_ns",
     "parse_sets",
+    "place_bound",
     "place_kernel",
     "place_measured",
     "slo_reach",

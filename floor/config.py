@@ -17,7 +17,7 @@ from .deployment import DEFAULTS, FIELD_TYPES, PEAK_KINDS, PHASES, DeploymentCon
 from .errors import ConfigError
 from .hardware import get_gpu
 from .layout import WEIGHT_BYTES
-from .models import get_model
+from .models import get_model, model_from_table
 from .training_config import validate_training
 
 #: name -> path of a named config (the caller's catalogue); raises ConfigError for an unknown name.
@@ -126,8 +126,17 @@ def _load_raw(path: Path, resolve: Resolver | None, seen: tuple[str, ...] = ()) 
     return {**parent, **raw}
 
 
+#: a config's own model (``[model_spec]``: the fields of a data/models.toml entry), named by its ``model`` key:
+#: what `tracekit config-draft` writes for a model the catalog lacks.
+MODEL_SPEC = "model_spec"
+
+
 def _check_types(raw: dict[str, Any], origin: str) -> None:
     for key, value in raw.items():
+        if key == MODEL_SPEC:
+            if not isinstance(value, dict):
+                raise ConfigError(f"{origin}: '{MODEL_SPEC}' must be a table of model fields; fix the value")
+            continue
         if key not in FIELD_TYPES:
             raise ConfigError(f"{origin}: unknown key '{key}'; valid keys: extends, {', '.join(FIELD_TYPES)}")
         want = FIELD_TYPES[key]
@@ -177,12 +186,14 @@ def parse_override(key: str, text: str) -> Any:
 def build_config(raw: dict[str, Any], name: str) -> DeploymentConfig:
     """Resolve catalog keys, fill defaults and validate."""
     merged = {**DEFAULTS, **raw}
+    inline = merged.pop(MODEL_SPEC, None)
     missing = [k for k in FIELD_TYPES if k not in merged]
     if missing:
         raise ConfigError(
             f"{name}: missing key '{missing[0]}'; add it to the config or pass --set {missing[0]}=..."
         )
-    merged["model"] = get_model(merged["model"])
+    merged["model"] = model_from_table(merged["model"], inline, name) if inline is not None \
+        else get_model(merged["model"])
     merged["hardware"] = get_gpu(merged["hardware"])
     cfg = DeploymentConfig(name=name, **merged)
     validate(cfg)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from functools import cache
 from importlib import resources
 
@@ -178,20 +178,23 @@ _TYPES = {f.name: f.type for f in fields(ModelSpec)}
 _CASTS = {"str": str, "int": int, "bool": bool, "float": float}
 
 
+def model_from_table(key: str, row: dict, origin: str = "data/models.toml") -> ModelSpec:
+    """A ModelSpec from one TOML table (a catalog entry, or a config's inline ``[model_spec]``)."""
+    kwargs = {}
+    for field, value in row.items():
+        if not isinstance(value, (str, int, float, bool)) or field not in _TYPES or field == "key":
+            raise ConfigError(f"{origin}: [{key}] has unknown field '{field}'; remove or rename it")
+        kwargs[field] = _CASTS[_TYPES[field]](value)
+    missing = [f.name for f in fields(ModelSpec) if f.default is MISSING and f.name not in kwargs and f.name != "key"]
+    if missing:
+        raise ConfigError(f"{origin}: [{key}] lacks '{missing[0]}'; add it")
+    return ModelSpec(key=key, **kwargs)
+
+
 @cache
 def _catalog() -> dict[str, ModelSpec]:
     text = (resources.files(__package__) / "data" / "models.toml").read_text(encoding="utf-8")
-    out: dict[str, ModelSpec] = {}
-    for key, row in tomllib.loads(text).items():
-        kwargs = {}
-        for field, value in row.items():
-            if not isinstance(value, (str, int, float, bool)) or field not in _TYPES or field == "key":
-                raise ConfigError(
-                    f"data/models.toml: [{key}] has unknown field '{field}'; remove or rename it"
-                )
-            kwargs[field] = _CASTS[_TYPES[field]](value)
-        out[key] = ModelSpec(key=key, **kwargs)
-    return out
+    return {key: model_from_table(key, row) for key, row in tomllib.loads(text).items()}
 
 
 def model_names() -> list[str]:

@@ -124,3 +124,14 @@ def place_kernel(gpu: GpuSpec, measured_ns: int, *, flops: float, hbm_bytes: flo
     t = measured_ns * 1e-9
     return _place(measured_ns, t_opt, comp_ns + hbm_ns, attainable, threshold, binding, flops / (t * peak),
                   hbm_bytes / (t * bw))
+
+
+def place_bound(measured_ns: int, t_opt_ns: int, t_sum_ns: int, threshold: float = NEAR_FLOOR_THRESHOLD,
+                binding: str = "", attainable_ns: int = 0) -> Placement:
+    """The stop rule for any lower bound ``t_opt_ns`` at physical peaks with its attainable counterpart (the op
+    floor of the kernels that ran, ``t_sum_ns`` the sum of its parts): the same rule as ``place_measured``; MFU and
+    MBU are not defined (nan)."""
+    if t_opt_ns <= 0:
+        raise ValueError(f"the bound must be > 0 ns, got {t_opt_ns}")
+    return _place(measured_ns, t_opt_ns, t_sum_ns, max(attainable_ns, t_opt_ns), threshold, binding, float("nan"),
+                  float("nan"))

@@ -37,6 +37,9 @@ class Args(msgspec.Struct, gc=False):
     graph_node: int | None = msgspec.field(default=None, name="graph node id")
     module_fqn: str | None = None
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")  # record_shapes, raw JSON
+    input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    input_strides: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Strides")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
     # Collective metadata (NCCL kernels and record_param_comms; see the store's ``collectives`` table).
     collective: str | None = msgspec.field(default=None, name="Collective name")
     group_name: str | int | None = msgspec.field(default=None, name="Process Group Name")

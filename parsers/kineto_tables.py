@@ -74,8 +74,6 @@ _INSERT_SQL: dict[str, str] = {
         FROM _chunk WHERE {_READABLE}
     """,
 }
-# cpu ops whose input shapes are kept (op_shapes): attention, whose shapes state batch and sequence lengths.
-ATTENTION_OP_REGEX = r"(?i)attention|attn|flash|sdpa|scaled_dot_product"
 _PARAM_COMMS = "record_param_comms"
 _COLLECTIVES_SQL = """
     INSERT INTO collectives
@@ -92,7 +90,7 @@ class TableWriter:
         self.skipped = skipped  # the reader's per-category counts of what was not loaded
         self.hip_api = False
         self._short_names: dict[str, str] = {}
-        self._shapes: list[Event] = []  # attention cpu ops with input shapes, appended at flush
+        self._shapes: list[Event] = []  # cpu ops with recorded input shapes, appended at flush
         self._launch_kernels: list[pa.Table] = []  # (pid, correlation, kernel) of launch calls naming a kernel
         self._queued: dict[tuple[tuple[str, ...], str], list[pa.Table]] = {}
 
@@ -153,8 +151,7 @@ class TableWriter:
             "stream": pc.if_else(gpu_side, pc.coalesce(_ints(args, "stream"), tids), None),
         }
         self._insert(("ranges",), "range", events, columns)
-        attention = pc.and_(pa.array(codes == CPU_OP), pc.match_substring_regex(names, ATTENTION_OP_REGEX))
-        picked = (events[i] for i in np.flatnonzero(attention.to_numpy(zero_copy_only=False)).tolist())
+        picked = (events[i] for i in np.flatnonzero(codes == CPU_OP).tolist())
         self._shapes += [e for e in picked if e.args is not None and len(e.args.input_dims)]
 
     def collectives(self, gpu: Sequence[Event], gpu_codes: np.ndarray, ranges: Sequence[Event],
@@ -231,14 +228,15 @@ class TableWriter:
                 self.con.unregister("_launch_kernels")
             self._launch_kernels = []
         if self._shapes:
-            start, _ = start_end_ns(_texts(self._shapes, "ts"), _texts(self._shapes, "dur"))
+            start, end = start_end_ns(_texts(self._shapes, "ts"), _texts(self._shapes, "dur"))
+            args = [e.args for e in self._shapes]
             shapes = pa.table({"pid": _ints(self._shapes, "pid"), "tid": _ints(self._shapes, "tid"), "s": start,
-                               "name": _strings(self._shapes, "name"),
-                               "dims": [_compact(e.args.input_dims) for e in self._shapes]})
+                               "e": end, "name": _strings(self._shapes, "name"),
+                               **{f: [_compact(getattr(a, f)) for a in args] for f in _SHAPE_FIELDS}})
             self.con.register("_shapes", shapes)
             try:
-                self.con.execute("INSERT INTO op_shapes SELECT $rank, pid, tid, s + $base, name, dims FROM _shapes",
-                                 self.params)
+                self.con.execute("INSERT INTO op_shapes SELECT $rank, pid, tid, s + $base, e + $base, name, "
+                                 f"{', '.join(_SHAPE_FIELDS)} FROM _shapes WHERE s IS NOT NULL", self.params)
             finally:
                 self.con.unregister("_shapes")
             self._shapes = []
@@ -259,8 +257,13 @@ class TableWriter:
         return self.con.execute(_INSERT_SQL[table], self.params).fetchone()[0]
 
 
+_SHAPE_FIELDS = ("input_dims", "input_types", "input_strides", "concrete_inputs")  # op_shapes' JSON columns
+
+
 def _compact(raw: msgspec.Raw) -> str | None:
-    """A raw JSON value re-encoded without whitespace (None when it is not JSON)."""
+    """A raw JSON value re-encoded without whitespace (None when absent or not JSON)."""
+    if not len(raw):
+        return None
     try:
         return msgspec.json.encode(msgspec.json.decode(raw)).decode()
     except msgspec.DecodeError:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import duckdb
 
-STORE_SCHEMA_VERSION = 6  # 3: nsys exports store one rank per GPU process; op_shapes. 4: collectives. 5: capture,
-# ranges.kind. 6: launch_kernels, graph_nodes, kernels.annotation (and graph_node_id from Kineto)
+STORE_SCHEMA_VERSION = 7  # 3: nsys exports store one rank per GPU process; op_shapes. 4: collectives. 5: capture,
+# ranges.kind. 6: launch_kernels, graph_nodes, kernels.annotation (and graph_node_id from Kineto). 7: op_shapes
+# for every cpu op with recorded shapes (end, types, strides, concrete inputs)
 
 # Names the whole tool agrees on (readers, store views and analyses import them from here).
 PROFILER_STEP_REGEX = r"^ProfilerStep#(\d+)\n?$"  # torch.profiler's step annotation; group 1 is the step number
@@ -82,9 +83,13 @@ TABLES: dict[str, str] = {
     # original_graph_node_id (instantiation). A replayed kernel's graph_node_id is such a node.
     "graph_nodes": "rank INTEGER, pid BIGINT, tid BIGINT, start_ns BIGINT, graph_node_id BIGINT, "
                    "original_graph_node_id BIGINT",
-    # Input shapes (Kineto ``Input Dims``, JSON text) of attention cpu ops: the batch, query and key lengths
-    # a trace states where no engine annotation does (tracekit.analysis.fit).
-    "op_shapes": "rank INTEGER, pid BIGINT, tid BIGINT, start_ns BIGINT, name VARCHAR, input_dims VARCHAR",
+    # Recorded inputs of every cpu op that has them (Kineto ``record_shapes``): ``Input Dims``, ``Input type``,
+    # ``Input Strides`` and ``Concrete Inputs``, each as compact JSON text. The op floor reads them
+    # (tracekit.analysis.opfloor), and attention ops' shapes give batch and lengths (tracekit.analysis.fit).
+    "op_shapes": """
+        rank INTEGER, pid BIGINT, tid BIGINT, start_ns BIGINT, end_ns BIGINT, name VARCHAR, input_dims VARCHAR,
+        input_types VARCHAR, input_strides VARCHAR, concrete_inputs VARCHAR
+    """,
     # Collective metadata PyTorch records (Kineto): on an NCCL kernel (source 'kernel': device_id, stream_id,
     # start_ns and correlation_id name the kernel) or on the host op ``record_param_comms`` (source
     # 'record_param_comms': pid, tid, start_ns, end_ns name the op; kernels launched inside it are its).

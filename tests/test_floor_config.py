@@ -134,3 +134,40 @@ def test_format_ns():
     assert format_ns(41_200_000) == "41.2 ms"
     assert format_ns(350_000) == "350 us"
     assert format_ns(12) == "12 ns"
+
+
+_INLINE = """model = "traced-x"
+hardware = "h100"
+n_gpus = 1
+tp = 1
+batch = 4
+context_tokens = 512
+phase = "prefill"
+
+[model_spec]
+name = "X"
+attention = "gqa"
+n_layers = 4
+d_model = 512
+vocab = 1000
+tied_embeddings = false
+n_heads = 8
+n_kv_heads = 8
+head_dim = 64
+dense_intermediate = 2048
+"""
+
+
+def test_a_config_can_carry_its_own_model(tmp_path):
+    """config-draft writes the model it inferred into [model_spec]: the floor reads it like a catalog entry."""
+    path = tmp_path / "draft.toml"
+    path.write_text(_INLINE)
+    cfg = load_config(str(path))
+    assert (cfg.model.key, cfg.model.d_model, cfg.model.n_layers, cfg.model.dense_intermediate) == (
+        "traced-x", 512, 4, 2048)
+    path.write_text(_INLINE.replace("vocab = 1000\n", ""))
+    with pytest.raises(ConfigError, match=r"^draft: \[traced-x\] lacks 'vocab'; add it$"):
+        load_config(str(path))
+    path.write_text(_INLINE.split("[model_spec]")[0] + 'model_spec = "qwen"\n')
+    with pytest.raises(ConfigError, match="'model_spec' must be a table of model fields"):
+        load_config(str(path))

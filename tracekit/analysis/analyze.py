@@ -15,6 +15,7 @@ import numpy as np
 
 from tracekit import floor
 from tracekit.analysis.accounting import StepAccount
+from tracekit.analysis.attribution import load_modules, register_attribution
 from tracekit.analysis.caveats import (
     BLOCKING_CAVEATS,
     capture_caveats,
@@ -28,7 +29,12 @@ from tracekit.analysis.device import DeviceAnalysis, analyze_all, step_marker
 from tracekit.analysis.fit import Fit
 from tracekit.analysis.fit import assess as assess_fit
 from tracekit.analysis.gaps import CAUSES
+from tracekit.analysis.gpu import identify
+from tracekit.analysis.layers import Modules, layer_tables
+from tracekit.analysis.model_shape import ModelShape, infer_shape
+from tracekit.analysis.model_shape import check as check_shape
 from tracekit.analysis.ncu import ncu_targets
+from tracekit.analysis.opfloor import OpFloor, compute_op_floor, verdict_coverage_reason, work_inflation
 from tracekit.analysis.ops import Vocabulary, prepare
 from tracekit.analysis.options import MIN_GAP_FINDING_NS, REPORT_SCHEMA, AnalyzeOptions
 from tracekit.analysis.replay import replay_section
@@ -61,14 +67,15 @@ def _top_gaps(results: list[DeviceAnalysis], limit: int) -> list[dict[str, Any]]
     return sorted(findings, key=lambda g: -g["total_ns"])[:limit]
 
 
-def _floor_section(con: duckdb.DuckDBPyConnection, opts: AnalyzeOptions, step_p50: int
+def _floor_section(con: duckdb.DuckDBPyConnection, opts: AnalyzeOptions, step_p50: int, shape: ModelShape
                    ) -> tuple[dict[str, Any] | None, Any, floor.Placement | None, dict[str, Any], Fit | None]:
     """Floor section, floor result, placement of the step p50, the effective config (None without --config) and
-    the config's fit to the capture (its GPU and operating point; the floor takes batch and context from the
-    trace where it says them)."""
+    the config's fit to the capture (its GPU, world size, operating point and model shape; the floor takes batch
+    and context from the trace where it says them)."""
     if not opts.config:
         return None, None, None, {}, None
     fit = assess_fit(con, load_config(opts.config, opts.overrides), opts.overrides)
+    fit.reasons += check_shape(shape, load_config(opts.config, opts.overrides))
     cfg = load_config(opts.config, {**fit.overrides, **opts.overrides})
     result = floor.compute_floor(cfg)
     placement = floor.place_measured(result, step_p50, opts.threshold) if step_p50 > 0 else None
@@ -86,6 +93,16 @@ def _floor_section(con: duckdb.DuckDBPyConnection, opts: AnalyzeOptions, step_p5
         "beats_ceiling": placement.beats_ceiling if placement else None,
     }
     return section, result, placement, cfg.settings(), fit
+
+
+def _op_floor(con: duckdb.DuckDBPyConnection, steps: list[StepAccount], floor_section: dict[str, Any] | None,
+              fit: Fit | None, step_p50: int, opts: AnalyzeOptions) -> OpFloor | None:
+    """The op floor at the physical peaks of the GPU the trace identifies (else the config's hardware)."""
+    key = (fit.gpu.key if fit else identify(con).key) or (floor_section["hardware"] if floor_section else None)
+    if key is None or not steps:
+        return None
+    return compute_op_floor(con, steps, floor.get_gpu(key), key, step_p50, opts.threshold,
+                            load_rules().communication)
 
 
 def _gpu_models(con: duckdb.DuckDBPyConnection) -> dict[int, list[str]]:
@@ -182,8 +199,11 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     step = median_step(complete)
     exposed_comm = _exposed_comm(accounts, step, rules.communication)
     exposed_comm["all_steps"] = _overlap_all_steps(accounts)
-    # Floor and question 3: classes against budgets.
-    floor_section, floor_result, placement, effective, fit = _floor_section(con, opts, step_p50)
+    # Floor and question 3: classes against budgets (the config's floor, else the op floor).
+    register_attribution(con, rules)
+    shape = infer_shape(con)
+    floor_section, floor_result, placement, effective, fit = _floor_section(con, opts, step_p50, shape)
+    op = _op_floor(con, complete, floor_section, fit, step_p50, opts)
     cross = cross_rank(results, RankMeta.load(con), floor_section["hardware"] if floor_section else None)
     split = cross.step_split(*_position(results, step)) if cross is not None and step is not None else None
     exposed_comm |= {"wait_ns": split[0] if split else None, "transfer_ns": split[1] if split else None}
@@ -193,13 +213,19 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     # the same budgets at the attainable ceilings: what "over budget" is judged against, as the stop rule is
     attainable = class_budgets([SimpleNamespace(name=p.name, floor_ns=p.attainable_ns) for p in floor_result.parts],
                                rules) if floor_result is not None else {}
+    verdict_floor, verdict_placement = floor_section, placement
+    no_floor = verdict_coverage_reason(op) if floor_section is None and op is not None else None
+    if floor_section is None and op is not None and no_floor is None:  # no config: the op floor decides
+        verdict_floor = {"t_opt_ns": op.t_opt_ns, "peak_kind": "physical", "kind": "op"}
+        verdict_placement, budgets = op.placement, op.class_budgets
     classes = _classes(accounts, results, rules.communication, budgets, opts, step_p50, attainable)
 
     verdict, reasons = decide(Evidence(
         blocking=caveat_texts([c for c in caveats if c.kind in BLOCKING_CAVEATS]),
         whole_capture=any(r.source.kind == "whole_capture" for r in results), step_p50=step_p50 if results else 0,
-        floor=floor_section, placement=placement, fit_reasons=fit.reasons if fit else [], host_gaps=host_gaps,
-        exposed_comm=exposed_comm, classes=classes, kernel_wait_ns=kernel_wait, wait_reason=wait_reason), opts)
+        floor=verdict_floor, placement=verdict_placement, fit_reasons=fit.reasons if fit else [],
+        host_gaps=host_gaps, exposed_comm=exposed_comm, classes=classes, kernel_wait_ns=kernel_wait,
+        wait_reason=wait_reason, config_name=opts.config if floor_section else None, no_floor_reason=no_floor), opts)
     head = host_gaps["before_first_kernel"]
     if head["fraction"] >= HEAD_IDLE_SHARE and verdict != "inconclusive":
         reasons.append(head_text(head))
@@ -223,6 +249,13 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
                   "count_per_rank": {str(r): n for r, n in sorted(Counter(a.rank for a in accounts).items())},
                   **_rank_spread(complete)},
         "floor": floor_section,
+        "floor_used": "model" if floor_section else "op" if verdict_floor is not None else None,
+        "op_floor": op.section if op else None,
+        "work_inflation": work_inflation(op, floor_section["t_opt_ns"] if floor_section else None,
+                                         class_budgets(floor_result.parts, rules) if floor_result else {},
+                                         step_p50) if op else None,
+        "layers": layer_tables(Modules.of(load_modules(con)), op.units, op.section["steps"]) if op else None,
+        "model_shape": shape.section(),
         "fit": fit.section() if fit else None,
         "host_gaps": host_gaps,
         "exposed_comm": exposed_comm,

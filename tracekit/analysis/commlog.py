@@ -99,7 +99,7 @@ def _metadata_sql(comm: list[str]) -> str:
         WITH ck AS (
             SELECT k.start_ns, k.end_ns, coalesce(k.stream_id, -1) AS stream_id, coalesce(k.pid, -1) AS pid,
                    k.correlation_id, n.class
-            FROM kernels k JOIN op_names n ON n.name = k.name AND NOT n.is_memop
+            FROM kernels k JOIN op_names n ON n.name = k.name AND NOT n.is_memop AND NOT n.via_op
             WHERE k.rank = $rank AND k.device_id = $device AND n.class IN ({classes})),
         l AS (SELECT pid, correlation_id, arg_min({{'tid': tid, 'start_ns': start_ns}}, start_ns) AS c
               FROM launches WHERE rank = $rank

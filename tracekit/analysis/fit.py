@@ -32,9 +32,13 @@ MISMATCH_FACTOR = 2.0  # trace vs config batch or context beyond this ratio: the
 
 
 def world_size(con: duckdb.DuckDBPyConnection) -> int | None:
-    """The job's world size as the trace records it (the capture facts' ``world_size``)."""
+    """The job's world size as the trace records it (the capture facts' ``world_size``), else the number of ranks
+    tracekit itself read when it read several (an nsys export of torchrun's processes)."""
     row = con.execute("SELECT max(world_size) FROM capture").fetchall()[0]
-    return row[0]
+    if row[0] is not None:
+        return row[0]
+    ranks = con.execute("SELECT count(DISTINCT rank) FROM kernels").fetchall()[0][0]
+    return ranks if ranks > 1 else None
 
 
 @dataclass

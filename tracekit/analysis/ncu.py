@@ -122,7 +122,8 @@ def ncu_targets(con: duckdb.DuckDBPyConnection, results: list[Any], classes: lis
                         "launch_skip": name_skip if amd else fn_skip, "in_graph": in_graph})
     targets.sort(key=lambda t: -t["excess_ns"])
     targets = targets[:limit]
-    function_of = dict(con.execute("SELECT name, fn FROM op_names WHERE NOT is_memop AND name IN (SELECT unnest($n))",
+    function_of = dict(con.execute("SELECT name, fn FROM op_names WHERE NOT is_memop AND NOT via_op "
+                                   "AND name IN (SELECT unnest($n))",
                                    {"n": [t["kernel"] for t in targets]}).fetchall())
     for i, t in enumerate(targets):
         out_name = f"tracekit_{i + 1}_{_safe_file_stem(t['class'])}"

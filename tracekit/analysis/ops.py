@@ -17,6 +17,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from tracekit.analysis.attribution import register_attribution
 from tracekit.budgets.classify import ClassRules, register_classes
 
 # Host calls that wait for the device (a gap inside one is waiting, not launching). Defined here, beside the
@@ -78,18 +79,32 @@ class Vocabulary:
 
 
 def prepare(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> list[tuple[int, int]]:
-    """Register kernel classes and the op-name vocabulary; return the (rank, device) pairs."""
+    """Register kernel classes, each kernel's launching op (``kernel_ops``) and the op-name vocabulary; return
+    the (rank, device) pairs."""
     register_classes(con, rules)
+    register_attribution(con, rules)
+    # Kernels whose launching op makes them attention while their name does not (the second signal).
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE kernel_via_op AS
+        SELECT o.rank, o.device_id, o.stream_id, o.start_ns, o.name, o.class FROM kernel_ops o
+        JOIN kernel_class c USING (name) WHERE NOT o.is_memop AND o.class <> c.class
+    """)
     # One code per kernel name (with its class) and per memop kind (its own class); codes index the vocabulary.
+    # A name some of whose kernels take their class from the launching op has a second code (``via_op``).
     # ``fn`` is the kernel's function name (the store's short name): what ncu's --kernel-name-base function
     # matches, since ncu's demangler spells templates and lambdas unlike CUPTI's.
     con.execute("""
         CREATE OR REPLACE TEMP TABLE op_names AS
-        SELECT (row_number() OVER (ORDER BY is_memop, name) - 1)::INTEGER AS code, name, class, is_memop, fn
-        FROM (SELECT c.name, c.class, FALSE AS is_memop, coalesce(nullif(s.fn, ''), c.name) AS fn
+        SELECT (row_number() OVER (ORDER BY is_memop, name, via_op) - 1)::INTEGER AS code, name, class, is_memop,
+               fn, via_op
+        FROM (SELECT c.name, c.class, FALSE AS is_memop, coalesce(nullif(s.fn, ''), c.name) AS fn, FALSE AS via_op
               FROM kernel_class c LEFT JOIN (SELECT name, min(short_name) AS fn FROM kernels GROUP BY name) s
                 USING (name)
-              UNION ALL SELECT DISTINCT kind, kind, TRUE, kind FROM memops WHERE kind IS NOT NULL)
+              UNION ALL
+              SELECT DISTINCT v.name, v.class, FALSE, coalesce(nullif(s.fn, ''), v.name), TRUE
+              FROM kernel_via_op v LEFT JOIN (SELECT name, min(short_name) AS fn FROM kernels GROUP BY name) s
+                USING (name)
+              UNION ALL SELECT DISTINCT kind, kind, TRUE, kind, FALSE FROM memops WHERE kind IS NOT NULL)
     """)
     return [tuple(r) for r in con.execute("""
         SELECT DISTINCT rank, device_id FROM kernels ORDER BY rank, device_id
@@ -118,8 +133,10 @@ def ops_sql(where: str = "TRUE") -> str:
         WITH k AS (
             SELECT k.start_ns, k.end_ns, k.stream_id, n.code, k.pid, k.correlation_id,
                    (k.graph_id IS NOT NULL OR k.graph_node_id IS NOT NULL) AS node_traced
-            FROM kernels k JOIN op_names n ON n.name = k.name AND NOT n.is_memop
-            WHERE k.rank = $rank AND k.device_id = $device AND ({where})
+            FROM (SELECT * FROM kernels WHERE rank = $rank AND device_id = $device AND ({where})) k
+            LEFT JOIN kernel_via_op v ON v.rank = k.rank AND v.device_id = k.device_id AND v.start_ns = k.start_ns
+                 AND v.stream_id IS NOT DISTINCT FROM k.stream_id AND v.name = k.name
+            JOIN op_names n ON n.name = k.name AND NOT n.is_memop AND n.via_op = (v.name IS NOT NULL)
             UNION ALL
             SELECT m.start_ns, m.end_ns, m.stream_id, n.code, m.pid, m.correlation_id, FALSE
             FROM memops m JOIN op_names n ON n.name = m.kind AND n.is_memop
@@ -204,16 +221,16 @@ def launch_skips(con: duckdb.DuckDBPyConnection, ops: DeviceOps, picked: np.ndar
     try:
         rows = con.execute("""
             WITH d AS (
-                SELECT k.start_ns, k.end_ns, coalesce(k.stream_id, -1) AS stream_id, n.fn, n.code,
+                SELECT k.start_ns, k.end_ns, coalesce(k.stream_id, -1) AS stream_id, n.fn, n.name,
                        coalesce(k.pid, -1) AS pid
-                FROM kernels k JOIN op_names n ON n.name = k.name AND NOT n.is_memop
+                FROM kernels k JOIN op_names n ON n.name = k.name AND NOT n.is_memop AND NOT n.via_op
                 WHERE k.rank = $rank AND k.device_id = $device
                 UNION ALL
-                SELECT m.start_ns, m.end_ns, coalesce(m.stream_id, -1), n.fn, n.code, coalesce(m.pid, -1)
+                SELECT m.start_ns, m.end_ns, coalesce(m.stream_id, -1), n.fn, n.name, coalesce(m.pid, -1)
                 FROM memops m JOIN op_names n ON n.name = m.kind AND n.is_memop
                 WHERE m.rank = $rank AND m.device_id = $device),
-            p AS (SELECT p.*, n.fn FROM launch_probe p JOIN op_names n ON n.code = p.code)
-            SELECT p.i, count(d.start_ns), count(d.start_ns) FILTER (WHERE d.code = p.code) FROM p
+            p AS (SELECT p.*, n.fn, n.name FROM launch_probe p JOIN op_names n ON n.code = p.code)
+            SELECT p.i, count(d.start_ns), count(d.start_ns) FILTER (WHERE d.name = p.name) FROM p
             LEFT JOIN d ON d.pid = p.pid AND d.fn = p.fn AND (d.start_ns, d.end_ns, d.stream_id) < (p.s, p.e, p.st)
             GROUP BY p.i ORDER BY p.i
         """, {"rank": ops.rank, "device": ops.device_id}).fetchall()

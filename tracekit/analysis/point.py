@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import duckdb
 
+from tracekit.analysis.model_shape import infer_shape
 from tracekit.analysis.steps import ENGINE_STEP_REGEX, engine_names
 
 TRAINING_OPS_REGEX = r"^autograd::engine::evaluate_function|^Optimizer\.step#|Backward[0-9]*$"
@@ -100,9 +101,40 @@ ATTENTION_LAYOUTS = ((r"^aten::_?scaled_dot_product", (0, 2), 2),
                      (r"^aten::_(flash|efficient)_attention_forward$|^flash_attn::", (0, 1), 1))
 
 
+#: the attention with shapes must hold this share of the attention kernels' time to give the operating point
+DOMINANT_ATTENTION_SHARE = 0.5
+
+
+def _dominant_point(con: duckdb.DuckDBPyConnection) -> OperatingPoint | None | bool:
+    """The point from the attention with most GPU time (``tracekit.analysis.model_shape``), naming the part of
+    the model it ran in; False when the attention that dominates records no shapes (the point is not read
+    from a minor part); None when the analysis has not attributed kernels or no attention op ran kernels (then
+    the commonest recorded shape is used)."""
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'kernel_ops'"
+                       ).fetchall()[0][0]:
+        return None
+    a = infer_shape(con).attention
+    if a is None:  # no attention op ran kernels: the commonest recorded shape
+        return None
+    share = a.get("share_of_attn_core")
+    if share is not None and share < DOMINANT_ATTENTION_SHARE:
+        return False
+    part = f" in {a['part']}" if a.get("part") else ""
+    source = f"attention input shapes ({a['op']}{part}, {share:.0%} of the attention time)" if share is not None \
+        else f"attention input shapes ({a['op']}{part})"
+    b, sq, sk = a["batch"], a["query_len"], a["key_len"]
+    if sq == 1:
+        return OperatingPoint("decode", b, sk, source, f"q [batch {b}, 1 token], {sk} keys")
+    return OperatingPoint("prefill", b, sq, source, f"q [batch {b}, {sq} tokens], {sk} keys")
+
+
 def _shape_point(con: duckdb.DuckDBPyConnection) -> OperatingPoint | None:
-    """Batch, query and key length from attention ops' input shapes (the commonest of them): one query
-    token is a decode (context = keys), more a prefill (context = queries)."""
+    """Batch, query and key length from attention ops' input shapes: those of the attention with most GPU time
+    (``_dominant_point``), else the commonest: one query token is a decode (context = keys), more a prefill
+    (context = queries)."""
+    dominant = _dominant_point(con)
+    if dominant is not None:
+        return dominant or None
     seen: Counter[tuple[int, int, int]] = Counter()
     names: dict[tuple[int, int, int], str] = {}
     for name, dims in con.execute("SELECT name, input_dims FROM op_shapes WHERE input_dims IS NOT NULL").fetchall():

@@ -33,6 +33,8 @@ class Evidence:
     classes: list[dict[str, Any]]
     kernel_wait_ns: int = 0  # collective wait for a late rank whose kernels ran long: that rank's kernel time
     wait_reason: str | None = None  # who everyone waited for, and why (tracekit.analysis.crossrank)
+    config_name: str | None = None  # the config behind ``floor`` (None: the floor is the op floor, or none)
+    no_floor_reason: str | None = None  # why there is no floor without a config (the op floor's coverage)
 
 
 def _preconditions(ev: Evidence, opts: AnalyzeOptions) -> list[str]:
@@ -42,8 +44,9 @@ def _preconditions(ev: Evidence, opts: AnalyzeOptions) -> list[str]:
         reasons.append("no step markers (NVTX/annotation regex, ProfilerStep#N, graph launches): the whole capture "
                        "is one window; give --step REGEX")
     if ev.floor is None:
-        reasons.append("no --config: host gaps and exposed communication are answered, but class budgets and "
-                       "the floor need a config")
+        reasons.append(ev.no_floor_reason or (
+            "no --config and no op floor (the trace records no op shapes, or its GPU is not identified): host "
+            "gaps and exposed communication are answered, but class budgets and the floor need a config"))
     else:
         reasons += ev.fit_reasons
     return reasons
@@ -54,6 +57,10 @@ def ms(ns: int | float) -> str:
     return f"{ns / 1e6:.3f} ms"
 
 
+def _floor_name(ev: Evidence) -> str:
+    return "op floor" if ev.floor and ev.floor.get("kind") == "op" else "floor"
+
+
 def decide(ev: Evidence, opts: AnalyzeOptions) -> tuple[str, list[str]]:
     """(verdict, reasons): near-floor, pipeline, kernel or inconclusive, each with the numbers behind it."""
     if ev.blocking:
@@ -61,20 +68,28 @@ def decide(ev: Evidence, opts: AnalyzeOptions) -> tuple[str, list[str]]:
     if ev.step_p50 == 0:
         return "inconclusive", ["no GPU operations to analyse"]
     reasons = _preconditions(ev, opts)
-    if reasons or ev.placement is None or ev.floor is None:
+    p = ev.placement
+    head = "" if p is None or ev.floor is None else (
+        f"step p50 {ms(ev.step_p50)} is {p.residual_ratio:.2f}x the {_floor_name(ev)} t_opt {ms(ev.floor['t_opt_ns'])} "
+        f"({ev.floor['peak_kind']} peaks)")
+    if p is not None and ev.floor is not None and p.floor_used == "attainable":
+        head += (f" and {p.attainable_ratio:.2f}x the attainable {_floor_name(ev)} {ms(p.attainable_ns)} "
+                 "(best measured rates: the stop rule's floor)")
+    if p is not None and p.verdict == "inconclusive":  # below the bound: always a reason, whatever else holds
+        cause = (f"the config {ev.config_name} is the likely cause (set --batch, --context, --set weight_dtype=... "
+                 "or the hardware to the captured operating point)") if ev.config_name else \
+            "an op's recorded shapes overstate its work (docs/op-floor.md)"
+        reasons.append(f"{head}: {p.reason}; {cause}")
+    if reasons or p is None or ev.floor is None:
         return "inconclusive", reasons or ["no step time to place against the floor"]
-    p, t_opt = ev.placement, ev.floor["t_opt_ns"]
-    head = (f"step p50 {ms(ev.step_p50)} is {p.residual_ratio:.2f}x the floor t_opt {ms(t_opt)} "
-            f"({ev.floor['peak_kind']} peaks)")
-    if p.floor_used == "attainable":
-        head += (f" and {p.attainable_ratio:.2f}x the attainable floor {ms(p.attainable_ns)} (best measured rates: "
-                 "the stop rule's floor)")
-    if p.verdict == "inconclusive":
-        return "inconclusive", [f"{head}: {p.reason} (set --batch, --context, --set weight_dtype=... or the "
-                                "hardware to the captured operating point)"]
+    t_opt = ev.floor["t_opt_ns"]
     if p.verdict == "near-floor":
-        reasons = [f"{head} (< {opts.threshold}): stop; only architecture changes (sparse attention, "
-                   "quantisation, layout) move it"]
+        if _floor_name(ev) == "op floor":
+            reasons = [f"{head} (< {opts.threshold}): kernel tuning cannot help these ops; fusion or architecture "
+                       "may (see work inflation)"]
+        else:
+            reasons = [f"{head} (< {opts.threshold}): stop; only architecture changes (sparse attention, "
+                       "quantisation, layout) move it"]
         if p.beats_ceiling:
             reasons.append(f"step p50 is under the attainable floor: {BEATS_CEILING}")
         return "near-floor", reasons

@@ -31,6 +31,7 @@ def one_line(message: object) -> str:
 # Every command: its name, and the module and function that serve it (imported when it is used).
 COMMANDS = {
     "ingest": ("trace", "ingest"), "info": ("trace", "info"), "kernels": ("trace", "kernels"),
+    "config-draft": ("trace", "config_draft"),
     "api": ("stats", "api_cmd"), "nvtx": ("stats", "nvtx_cmd"), "memory": ("stats", "memory_cmd"),
     "analyze": ("analyze", "analyze"), "floor": ("floor", "floor_cmd"), "walls": ("floor", "walls_cmd"),
     "configs": ("floor", "configs_cmd"), "predict": ("predict", "predict_cmd"), "cost": ("cost", "cost_cmd"),

@@ -1,4 +1,4 @@
-"""`tracekit ingest`, `info` and `kernels`: what a capture holds, read from the store."""
+"""`tracekit ingest`, `info`, `kernels` and `config-draft`: what a capture holds, read from the store."""
 
 from __future__ import annotations
 
@@ -63,3 +63,24 @@ def kernels(store: Store, fmt: str, out_path: Path | None, group_by: str, limit:
     from tracekit.report.render import emit
 
     emit(kernels_of(store, group_by, limit).document(), fmt, out_path)
+
+
+@click.command("config-draft")
+@input_options
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the TOML to FILE (replaced atomically) instead of standard output.")
+def config_draft(store: Store, out_path: Path | None) -> None:
+    """A config (TOML) drafted from the trace: the inferred model, GPU, world size and operating point, each
+    field marked inferred or assumed. `analyze FILE --config DRAFT.toml` then gives the model floor too."""
+    from tracekit.analysis.attribution import register_attribution
+    from tracekit.analysis.config_draft import draft_config
+    from tracekit.budgets.classify import load_rules
+    from tracekit.files import write_atomically
+    from tracekit.report.config_draft import draft_toml
+
+    register_attribution(store.con, load_rules())
+    text = draft_toml(draft_config(store.con, str(store.files[0].source)))
+    if out_path is not None:
+        write_atomically(out_path, text)
+    else:
+        click.echo(text, nl=False)

@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.report.document import Document, Table, ms_text, ms_value, pct_value
+from tracekit.report.opfloor import op_floor_tables
 from tracekit.report.ranks import ranks_tables
 
 
@@ -127,6 +128,9 @@ def report_document(report: dict[str, Any]) -> Document:
                   if fl["residual_ratio"] is not None else "")
         tables.append(Table("floor", frame, note=f"binding: {fl['binding']}; {placed}peaks: {fl['peak_kind']}; "
                                                  f"stop rule on the {fl.get('stop_rule_floor', 'physical')} floor"))
+    op_tables, op_notes = op_floor_tables(report)
+    tables += op_tables
+    notes += op_notes
     hg = report["host_gaps"]
     gap_rows = [(cause, ms_value(ns)) for cause, ns in hg["by_cause"].items()]
     tables.append(Table(

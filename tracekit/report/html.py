@@ -18,6 +18,7 @@ from tracekit.report.analysis import over_budget_text
 from tracekit.report.document import Document, finite
 from tracekit.report.html_assets import CSS, JS
 from tracekit.report.html_charts import class_bars, esc, floor_bars, legend, ms, timeline, walls_chart
+from tracekit.report.html_layers import op_floor_section
 from tracekit.report.html_ranks import ranks_section
 from tracekit.report.text import inert, shorten
 from tracekit.report.timeline import CAUSE_COLOURS, EXPOSED_COLOUR, analysis_colours, pictures
@@ -188,6 +189,7 @@ def analysis_html(analysis: Analysis) -> str:
     colours = analysis_colours(analysis)
     timelines, labels = _timelines(analysis, colours)
     body = "".join([_header(report), _floor_section(report), timelines, _classes_section(report, colours),
+                    op_floor_section(report, _table),
                     _gaps_section(report), _comm_section(report), ranks_section(analysis, _table),
                     _walls_section(report), _ncu_section(report)])
     data = {"timelines": len(labels), "steps": labels, "inputs": [i["path"] for i in report["inputs"]]}

@@ -5,8 +5,11 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
+from tracekit.analysis.attribution import register_attribution
 from tracekit.analysis.caveats import capture_caveats, caveat_texts
+from tracekit.analysis.model_shape import infer_shape
 from tracekit.analysis.steps import step_candidates
+from tracekit.budgets.classify import load_rules
 from tracekit.report.document import Document, Table
 from tracekit.store.ingest import Store
 
@@ -66,6 +69,15 @@ def info_document(store: Store) -> Document:
         "pattern": pl.String, "count": pl.Int64, "ranks": pl.Int64, "median_ns": pl.Int64, "example": pl.String,
         "auto": pl.String, "step_regex": pl.String})
     caveats = capture_caveats(con)
+    register_attribution(con, load_rules())
+    shape = infer_shape(con)
+    fields = ("hidden", "intermediate", "heads", "kv_heads", "head_dim", "vocab", "experts", "layers", "block", "dtype")
+    model = pl.DataFrame({"field": [f for f in fields if getattr(shape, f) is not None],
+                          "value": [str(getattr(shape, f)) for f in fields if getattr(shape, f) is not None],
+                          "from": [shape.evidence.get(f.replace("kv_heads", "heads").replace("head_dim", "heads")
+                                                      .replace("block", "layers"), "") for f in fields
+                                   if getattr(shape, f) is not None]},
+                         schema={"field": pl.String, "value": pl.String, "from": pl.String})
     doc = Document(
         title="tracekit info",
         tables=[
@@ -78,6 +90,8 @@ def info_document(store: Store) -> Document:
             Table("step candidates", candidates,
                   note="most frequent NVTX range / annotation names (digits as <n>); pass step_regex as --step; "
                   "auto: what analyze picks without --step" if candidates.height else "no NVTX ranges or annotations"),
+            Table("model shape", model, note="inferred from the ops' recorded shapes (tracekit config-draft writes "
+                  "a config from it)" if model.height else "the trace records no op shapes to infer a model from"),
             Table("read notes", notes, note="what the reader skipped or could not read; caveats list those that "
                   "limit an analysis"),
         ],

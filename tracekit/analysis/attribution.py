@@ -1,0 +1,276 @@
+"""Each GPU operation attributed to the host op that launched it, and to the modules around that op.
+
+Two steps, kept apart so that another mapping can feed the second (a replayed graph's kernels mapped to the
+ops that captured them):
+1. ``launching_nodes``: kernel -> the innermost host range (cpu op, ``nn.Module`` python function or
+   record_function range) open on the launching thread when the launch call began.
+2. ``attribute``: from that node up its parents, the op *unit* that owns the kernel's time: the outermost
+   cpu op on the chain that has a work model (``tracekit.floor.ops``), so ``aten::linear`` owns the
+   ``aten::addmm`` kernels under it and nothing is counted twice; the innermost module; and whether the
+   kernel belongs to attention (under an attention op, or under an attention module but not under one of its
+   projections: the math path's score GEMMs, scaling and softmax, rotary and q/k norms), which makes it
+   ``attn_core`` whatever its name (``budgets/classify.py`` is the first signal; docs/classes.md).
+The result is the temp table ``kernel_ops`` (docs/schema.md) and ``op_nodes`` (the host ranges as a tree).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+
+import duckdb
+import numpy as np
+import polars as pl
+
+from tracekit.budgets.classify import ClassRules, register_classes
+from tracekit.floor.ops import ATTENTION_OPS, OpWork, op_work
+
+#: module names (``nn.Module: Name_N``) and op names that are attention.
+ATTENTION_MODULE_REGEX = re.compile(r"attention|attn|selfattn|mha\b|sdpa", re.IGNORECASE)
+ATTENTION_OP_REGEX = re.compile(r"attention|attn|flash|sdpa|scaled_dot_product|sage", re.IGNORECASE)
+PROJECTION_REGEX = re.compile(r"^(nn\.Module: (Linear|.*Linear)\b|aten::linear$)")
+MODULE_PREFIX = "nn.Module: "
+
+
+def nest(group_iv: np.ndarray, start: np.ndarray, end: np.ndarray, group_pt: np.ndarray, t: np.ndarray
+         ) -> tuple[np.ndarray, np.ndarray]:
+    """Per interval its parent (the innermost interval of its group enclosing it, -1 for none) and per point the
+    innermost interval of its group open at it (start <= t < end). Intervals of one group must nest (one host
+    thread's ranges do). Vectorised: intervals sorted by (group, start, longest first); an interval's parent is
+    found by walking up from its predecessor with pointer jumps, a point's node by a binary search for the last
+    interval starting at or before it, then walking up its parents until one is still open."""
+    n_iv = len(start)
+    order = np.lexsort((-end, start, group_iv))
+    g, s, e = group_iv[order], start[order], end[order]
+    cand = np.arange(n_iv, dtype=np.int64) - 1
+    if n_iv:
+        cand[0] = -1
+        cand[1:][g[1:] != g[:-1]] = -1
+    idx = np.arange(n_iv)
+    while True:
+        live = cand >= 0
+        bad = live.copy()
+        bad[live] = ~((e[cand[live]] > s[idx[live]]) & (e[cand[live]] >= e[idx[live]]))
+        if not bad.any():
+            break
+        cand[bad] = cand[cand[bad]]
+    parent_sorted = cand
+    parent = np.full(n_iv, -1, dtype=np.int64)
+    parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
+    inner_sorted = np.full(len(t), -1, dtype=np.int64)
+    if n_iv and len(t):
+        bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            mine = np.flatnonzero(group_pt == g[lo])
+            if mine.size:
+                pos = lo + np.searchsorted(s[lo:hi], t[mine], side="right") - 1
+                inner_sorted[mine] = np.where(pos >= lo, pos, -1)
+        while True:
+            live = np.flatnonzero(inner_sorted >= 0)
+            closed = live[e[inner_sorted[live]] <= t[live]]
+            if closed.size == 0:
+                break
+            inner_sorted[closed] = parent_sorted[inner_sorted[closed]]
+    inner = np.where(inner_sorted >= 0, order[np.maximum(inner_sorted, 0)], -1) if n_iv else inner_sorted
+    return parent, inner
+
+
+_NODES_SQL = """
+    WITH r AS (
+        SELECT (row_number() OVER (ORDER BY rank, pid, tid, start_ns, end_ns DESC) - 1)::BIGINT AS node,
+               rank, pid, tid, start_ns, end_ns, name, source, dense_rank() OVER (ORDER BY rank, pid, tid) AS thread
+        FROM ranges
+        WHERE end_ns IS NOT NULL AND tid IS NOT NULL AND (source = 'cpu_op'
+           OR (source = 'python_function' AND starts_with(name, 'nn.Module: '))
+           OR (source = 'user_annotation' AND NOT regexp_matches(name, '^ProfilerStep#')))),
+    s AS (SELECT DISTINCT ON (rank, pid, tid, start_ns, name) * FROM op_shapes)
+    SELECT r.*, s.input_dims, s.input_types, s.input_strides, s.concrete_inputs,
+           w.family, w.flops, w.hbm_bytes, w.precision, w.detail
+    FROM r LEFT JOIN s ON r.source = 'cpu_op' AND s.rank = r.rank AND s.pid = r.pid AND s.tid = r.tid
+                      AND s.start_ns = r.start_ns AND s.name = r.name
+    LEFT JOIN _op_work w ON w.name = r.name AND w.input_dims = s.input_dims  -- equalities: a hash join
+         AND coalesce(w.input_types, '') = coalesce(s.input_types, '')
+         AND coalesce(w.input_strides, '') = coalesce(s.input_strides, '')
+         AND coalesce(w.concrete_inputs, '') = coalesce(s.concrete_inputs, '')
+"""
+
+
+def op_nodes(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Host ranges that can own GPU work (cpu ops, ``nn.Module`` python functions, record_function ranges; not the
+    step annotations) in (thread, start, longest first) order, with ``node`` (row), ``thread``, each op's work
+    (``WORK_COLUMNS``, worked out once per distinct op and inputs) and ``parent`` (row); the recorded inputs stay
+    in the database (``register_attribution`` keeps them in the ``op_nodes`` table)."""
+    distinct = con.sql("SELECT DISTINCT name, input_dims, input_types, input_strides, concrete_inputs FROM op_shapes "
+                       "WHERE input_dims IS NOT NULL").pl()
+    work = _with_work(distinct)  # noqa: F841 - read by DuckDB below
+    con.execute("CREATE OR REPLACE TEMP TABLE _op_work AS SELECT * FROM work")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _op_nodes AS {_NODES_SQL}")
+    frame = con.sql("SELECT node, rank, pid, tid, thread, start_ns, end_ns, name, source, family IS NOT NULL AS "
+                    "has_work FROM _op_nodes ORDER BY node").pl()
+    parent, _ = nest(frame["thread"].to_numpy(), frame["start_ns"].to_numpy(), frame["end_ns"].to_numpy(),
+                     np.zeros(0, np.int64), np.zeros(0, np.int64))
+    return frame.with_columns(pl.Series("parent", parent))
+
+
+def launching_nodes(con: duckdb.DuckDBPyConnection, nodes: pl.DataFrame) -> pl.DataFrame:
+    """Every kernel and memory operation with its launch call and the innermost node (``node``, row of ``nodes``;
+    -1: no host range was open, or the launch is not in the capture) open on that thread at the launch."""
+    gpu = con.sql("""
+        WITH l AS (SELECT rank, pid, correlation_id, arg_min(tid, start_ns) AS tid, min(start_ns) AS launch_ns
+                   FROM launches GROUP BY rank, pid, correlation_id)
+        SELECT g.rank, g.device_id, g.stream_id, g.start_ns, g.end_ns, g.dur_ns, g.name, g.is_memop,
+               l.tid, coalesce(l.launch_ns, -1) AS launch_ns, g.pid
+        FROM gpu_ops g LEFT JOIN l ON l.rank = g.rank AND l.pid = g.pid AND l.correlation_id = g.correlation_id
+    """).pl()
+    keys = nodes.select("rank", "pid", "tid", "thread").unique()
+    gpu = gpu.join(keys, on=["rank", "pid", "tid"], how="left")
+    thread = gpu["thread"].fill_null(-1).to_numpy()
+    if len(nodes):
+        _, inner = nest(nodes["thread"].to_numpy(), nodes["start_ns"].to_numpy(), nodes["end_ns"].to_numpy(),
+                        thread, gpu["launch_ns"].to_numpy())
+    else:
+        inner = np.full(len(gpu), -1, dtype=np.int64)
+    inner[thread < 0] = -1
+    return gpu.drop("thread").with_columns(pl.Series("node", inner))
+
+
+@lru_cache(maxsize=65536)
+def _work(name: str, dims: str, types: str | None, strides: str | None, concrete: str | None) -> OpWork | None:
+    def load(text: str | None) -> list | None:
+        try:
+            value = json.loads(text) if text else None
+        except ValueError:
+            return None
+        return value if isinstance(value, list) else None
+
+    return op_work(name, load(dims) or [], load(types), load(strides), load(concrete))
+
+
+WORK_COLUMNS = ("family", "flops", "hbm_bytes", "precision", "detail")  # op_nodes' columns of each op's work
+
+
+def node_work(nodes: pl.DataFrame) -> list[OpWork | None]:
+    """The work model of each node (None: a module, an op without recorded inputs or without a model); read from
+    the work columns when ``nodes`` is the ``op_nodes`` table, else computed from the recorded inputs."""
+    if "family" in nodes.columns:
+        cols = [nodes[c].to_list() for c in WORK_COLUMNS]
+        return [OpWork(f, fl, hb, p, d) if f is not None else None for f, fl, hb, p, d in zip(*cols, strict=True)]
+    cols = [nodes[c].to_list() for c in ("name", "input_dims", "input_types", "input_strides", "concrete_inputs")]
+    return [_work(n, d, t, s, c) if d else None for n, d, t, s, c in zip(*cols, strict=True)]
+
+
+_INPUTS = ("name", "input_dims", "input_types", "input_strides", "concrete_inputs")
+
+
+def _with_work(nodes: pl.DataFrame) -> pl.DataFrame:
+    """``nodes`` (distinct ops with their recorded inputs) with the work columns (``WORK_COLUMNS``)."""
+    work = node_work(nodes)
+    return nodes.with_columns(
+        pl.Series("family", [w.family if w else None for w in work], dtype=pl.String),
+        pl.Series("flops", [w.flops if w else None for w in work], dtype=pl.Float64),
+        pl.Series("hbm_bytes", [w.hbm_bytes if w else None for w in work], dtype=pl.Float64),
+        pl.Series("precision", [w.precision if w else None for w in work], dtype=pl.String),
+        pl.Series("detail", [w.detail if w else None for w in work], dtype=pl.String))
+
+
+@lru_cache(maxsize=4096)
+def _name_flags(name: str, source: str) -> tuple[bool, bool, bool]:
+    """(an attention op, an attention module, a projection) by a node's name."""
+    attn_op = source == "cpu_op" and (name in ATTENTION_OPS or bool(ATTENTION_OP_REGEX.search(name)))
+    attn_module = source == "python_function" and bool(ATTENTION_MODULE_REGEX.search(name.removeprefix(MODULE_PREFIX)))
+    return attn_op, attn_module, bool(PROJECTION_REGEX.search(name))
+
+
+def node_chains(nodes: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per node: its unit (the outermost cpu op with a work model on its chain, else the innermost cpu op; -1
+    none), its innermost module (itself for a module) and whether it is attention (under an attention op, or
+    under an attention module with no projection between: the nearer of the two decides). Computed from the
+    roots down, one depth level at a time."""
+    n = len(nodes)
+    parent = nodes["parent"].to_numpy().astype(np.int64)
+    sources = nodes["source"].to_numpy()
+    is_op, is_module = sources == "cpu_op", sources == "python_function"
+    has_work = (nodes["has_work"].to_numpy() if "has_work" in nodes.columns
+                else nodes["family"].is_not_null().to_numpy() if "family" in nodes.columns
+                else np.array([w is not None for w in node_work(nodes)], dtype=bool))
+    flags = np.array([_name_flags(a, b) for a, b in zip(nodes["name"].to_list(), sources.tolist(), strict=True)],
+                     dtype=bool).reshape(n, 3)
+    depth = np.zeros(n, dtype=np.int64)
+    up = parent.copy()
+    while (live := up >= 0).any():
+        depth[live] += 1
+        up[live] = parent[up[live]]
+    outer, inner_op, module = (np.full(n, -1, dtype=np.int64) for _ in range(3))
+    attn_op, attn_mod = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    index = np.arange(n)
+    for d in range(int(depth.max()) + 1 if n else 0):
+        i = index[depth == d]
+        if d:
+            p = parent[i]
+            outer[i], inner_op[i], module[i], attn_op[i], attn_mod[i] = (
+                outer[p], inner_op[p], module[p], attn_op[p], attn_mod[p])
+        inner_op[i] = np.where(is_op[i], i, inner_op[i])
+        outer[i] = np.where((outer[i] < 0) & is_op[i] & has_work[i], i, outer[i])
+        module[i] = np.where(is_module[i], i, module[i])
+        attn_op[i] |= flags[i, 0]
+        attn_mod[i] = np.where(flags[i, 2], False, np.where(flags[i, 1], True, attn_mod[i]))
+    return np.where(outer >= 0, outer, inner_op), module, attn_op | attn_mod
+
+
+def attribute(nodes: pl.DataFrame, gpu: pl.DataFrame, base_class: dict[str, str],
+              chains: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> pl.DataFrame:
+    """``gpu`` (from ``launching_nodes`` or any kernel -> node mapping, column ``node``) with its unit, module and
+    class: ``unit`` (node row owning the time, -1 none), ``module`` (innermost ``nn.Module`` node, -1 none),
+    ``attention`` (bool) and ``class`` (the name's class, attn_core for attention)."""
+    unit, module, attention = chains if chains is not None else node_chains(nodes)
+    node = gpu["node"].to_numpy()
+    has = node >= 0
+    at = np.where(has, node, 0)
+
+    def pick(values: np.ndarray, missing: object, dtype: type) -> np.ndarray:
+        arr = values.astype(dtype) if len(values) else np.asarray([missing], dtype=dtype)
+        return np.where(has, arr[at], missing)
+
+    attn = pick(attention, False, bool)
+    memop = gpu["is_memop"].to_numpy()
+    names = gpu["name"].to_list()
+    base = [n if m else base_class.get(n, "other") for n, m in zip(names, memop.tolist(), strict=True)]
+    cls = ["attn_core" if a and not m else b for a, b, m in zip(attn.tolist(), base, memop.tolist(), strict=True)]
+    return gpu.with_columns(pl.Series("unit", pick(unit, -1, np.int64), pl.Int64),
+                            pl.Series("module", pick(module, -1, np.int64), pl.Int64),
+                            pl.Series("attention", attn, pl.Boolean), pl.Series("class", cls, pl.String))
+
+
+def register_attribution(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> None:
+    """Create the temp tables ``op_nodes`` (the host ranges, ``node`` = row, with each op's work) and ``kernel_ops``
+    (every GPU operation with its launching node, unit, module, attention flag and class); once per connection."""
+    if con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'kernel_ops'"
+                   ).fetchall()[0][0]:
+        return
+    register_classes(con, rules)
+    base = dict(con.execute("SELECT name, class FROM kernel_class").fetchall())
+    nodes = op_nodes(con)
+    chains = node_chains(nodes)
+    ops = attribute(nodes, launching_nodes(con, nodes), base, chains)  # noqa: F841 - read by DuckDB below
+    module = chains[1]
+    parent = nodes["parent"].to_numpy()
+    module_parent = np.where(parent >= 0, module[np.maximum(parent, 0)], -1)
+    links = pl.DataFrame({"node": nodes["node"], "parent": nodes["parent"],  # noqa: F841 - read by DuckDB below
+                          "module_of": pl.Series(module, dtype=pl.Int64),
+                          "module_parent": pl.Series(module_parent, dtype=pl.Int64)})
+    con.execute("CREATE TEMP TABLE op_nodes AS SELECT n.* EXCLUDE (thread), l.parent, l.module_of, l.module_parent "
+                "FROM _op_nodes n JOIN links l USING (node) ORDER BY node")
+    con.execute("DROP TABLE _op_nodes")
+    con.execute("DROP TABLE _op_work")
+    con.execute("CREATE TEMP TABLE kernel_ops AS SELECT * FROM ops")
+
+
+def load_modules(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """The module nodes of ``op_nodes`` (``node, name, module_parent``: the nearest module above), in row order."""
+    return con.sql("SELECT node, name, module_parent FROM op_nodes WHERE source = 'python_function' ORDER BY node").pl()
+
+
+def load_nodes(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """The ``op_nodes`` temp table (``register_attribution``) in row order."""
+    return con.sql("SELECT * FROM op_nodes ORDER BY node").pl()
