@@ -20,6 +20,7 @@ import polars as pl
 
 from tracekit.analysis.accounting import StepAccount
 from tracekit.floor import NEAR_FLOOR_THRESHOLD, Placement, place_bound
+from tracekit.floor.ceilings import ceiling
 from tracekit.floor.hardware import GpuSpec
 
 TOP_OPS = 25  # rows of the per-op table
@@ -66,19 +67,30 @@ def unit_frame(con: duckdb.DuckDBPyConnection, steps: list[StepAccount], gpu: Gp
                    coalesce(n.hbm_bytes, 0) / $bw * 1e9 AS memory_ns,
                    greatest(coalesce(n.flops, 0) / (CASE WHEN n.precision = 'fp8' THEN $fp8 ELSE $bf16 END) * 1e9,
                             coalesce(n.hbm_bytes, 0) / $bw * 1e9) AS t_opt_ns,
+                   -- the same at the attainable ceilings (floor/ceilings.py: best measured rates)
+                   greatest(coalesce(n.flops, 0) / (CASE WHEN n.family = 'attention' THEN
+                                (CASE WHEN n.precision = 'fp8' THEN $a_att8 ELSE $a_att16 END)
+                            ELSE (CASE WHEN n.precision = 'fp8' THEN $a_gemm8 ELSE $a_gemm16 END) END) * 1e9,
+                            coalesce(n.hbm_bytes, 0) / $a_bw * 1e9) AS attainable_ns,
                    n.family IS NOT NULL AS has_floor
             FROM u JOIN c USING (step, unit) LEFT JOIN op_nodes n ON n.node = u.unit
             ORDER BY u.step, u.start_ns, u.unit
         """, params={"fp8": gpu.peak_flops_per_s("fp8"), "bf16": gpu.peak_flops_per_s("bf16"),
-                     "bw": gpu.hbm_bytes_per_s}).pl()
+                     "bw": gpu.hbm_bytes_per_s, "a_bw": ceiling(gpu, "hbm").rate_per_s,
+                     "a_gemm8": ceiling(gpu, "gemm", "fp8").rate_per_s,
+                     "a_gemm16": ceiling(gpu, "gemm", "bf16").rate_per_s,
+                     "a_att8": ceiling(gpu, "attention", "fp8").rate_per_s,
+                     "a_att16": ceiling(gpu, "attention", "bf16").rate_per_s}).pl()
     finally:
         con.unregister("_op_windows")
 
 
 def step_floor(units: pl.DataFrame, gpu: GpuSpec) -> pl.DataFrame:
     """Per step: its op floor (the largest of busiest stream, all FLOPs, all bytes), and its parts."""
-    by_stream = units.group_by("step", "stream_id").agg(pl.col("t_opt_ns").sum().alias("s"))
-    busiest = by_stream.group_by("step").agg(pl.col("s").max().alias("stream_ns"))
+    by_stream = units.group_by("step", "stream_id").agg(pl.col("t_opt_ns").sum().alias("s"),
+                                                        pl.col("attainable_ns").sum().alias("a"))
+    busiest = by_stream.group_by("step").agg(pl.col("s").max().alias("stream_ns"),
+                                             pl.col("a").max().alias("attainable_stream_ns"))
     totals = units.group_by("step").agg(
         pl.col("compute_ns").sum(), (pl.col("hbm_bytes").fill_null(0).sum() / gpu.hbm_bytes_per_s * 1e9)
         .alias("memory_ns"), pl.col("t_opt_ns").sum().alias("sum_ns"),
@@ -86,7 +98,8 @@ def step_floor(units: pl.DataFrame, gpu: GpuSpec) -> pl.DataFrame:
         pl.col("measured_ns").sum().alias("gpu_ns"),
         pl.col("measured_ns").filter(pl.col("has_floor")).sum().alias("covered_ns"))
     out = totals.join(busiest, on="step").with_columns(
-        pl.max_horizontal("stream_ns", "compute_ns", "memory_ns").alias("t_opt_ns"))
+        pl.max_horizontal("stream_ns", "compute_ns", "memory_ns").alias("t_opt_ns"),
+        pl.max_horizontal("attainable_stream_ns", "stream_ns", "compute_ns", "memory_ns").alias("attainable_ns"))
     return out.sort("step")
 
 
@@ -148,14 +161,18 @@ def compute_op_floor(con: duckdb.DuckDBPyConnection, steps: list[StepAccount], g
     # the host link, not HBM, and no kernel profiler nominates it.
     class_budgets = {c: int(round(float(np.median(v + [0.0] * (n - len(v)))))) for c, v in budgets.items()
                      if c not in ("memcpy", "memset")}
-    placement = place_bound(step_p50, t_opt, int(round(med["t_sum_ns"])), threshold,
-                            binding=_binding(med)) if step_p50 > 0 and t_opt > 0 else None
+    attainable = int(round(med["attainable_ns"]))
+    placement = place_bound(step_p50, t_opt, int(round(med["t_sum_ns"])), threshold, binding=_binding(med),
+                            attainable_ns=attainable) if step_p50 > 0 and t_opt > 0 else None
     compute_units = units.filter(~pl.col("class").is_in(list(communication)))
     gpu_ns = float(compute_units["measured_ns"].sum())
     covered = float(compute_units.filter(pl.col("has_floor"))["measured_ns"].sum())
     section = {
         "hardware": gpu_key, "peak_kind": "physical",
         "t_opt_ns": t_opt, "binding": _binding(med),
+        "attainable_ns": attainable,  # the busiest stream's ops at the attainable ceilings: the stop rule's floor
+        "attainable_ratio": placement.attainable_ratio if placement else None,
+        "stop_rule_floor": placement.floor_used if placement else None,
         "stream_ns": int(round(med["stream_ns"])), "compute_ns": int(round(med["compute_ns"])),
         "memory_ns": int(round(med["memory_ns"])), "sum_ns": int(round(med["sum_ns"])),
         "t_sum_ns": int(round(med["t_sum_ns"])),
