@@ -78,17 +78,19 @@ def nest(group_iv: np.ndarray, start: np.ndarray, end: np.ndarray, group_pt: np.
 
 _NODES_SQL = """
     WITH r AS (
-        SELECT (row_number() OVER (ORDER BY rank, pid, tid, start_ns, end_ns DESC) - 1)::BIGINT AS node,
+        SELECT (row_number() OVER (ORDER BY rank, pid, tid, start_ns, end_ns DESC, source, name) - 1)::BIGINT AS node,
                rank, pid, tid, start_ns, end_ns, name, source, dense_rank() OVER (ORDER BY rank, pid, tid) AS thread
         FROM ranges
         WHERE end_ns IS NOT NULL AND tid IS NOT NULL AND (source = 'cpu_op'
            OR (source = 'python_function' AND starts_with(name, 'nn.Module: '))
            OR (source = 'user_annotation' AND NOT regexp_matches(name, '^ProfilerStep#')))),
-    s AS (SELECT DISTINCT ON (rank, pid, tid, start_ns, name) * FROM op_shapes)
+    -- int-us traces record ops of one thread with the same start: end and a full order make the match one row
+    s AS (SELECT DISTINCT ON (rank, pid, tid, start_ns, end_ns, name) * FROM op_shapes
+          ORDER BY rank, pid, tid, start_ns, end_ns, name, input_dims, input_types, input_strides, concrete_inputs)
     SELECT r.*, s.input_dims, s.input_types, s.input_strides, s.concrete_inputs,
            w.family, w.flops, w.hbm_bytes, w.precision, w.detail
     FROM r LEFT JOIN s ON r.source = 'cpu_op' AND s.rank = r.rank AND s.pid = r.pid AND s.tid = r.tid
-                      AND s.start_ns = r.start_ns AND s.name = r.name
+                      AND s.start_ns = r.start_ns AND s.end_ns = r.end_ns AND s.name = r.name
     LEFT JOIN _op_work w ON w.name = r.name AND w.input_dims = s.input_dims  -- equalities: a hash join
          AND coalesce(w.input_types, '') = coalesce(s.input_types, '')
          AND coalesce(w.input_strides, '') = coalesce(s.input_strides, '')

@@ -58,8 +58,9 @@ def unit_frame(con: duckdb.DuckDBPyConnection, steps: list[StepAccount], gpu: Gp
                 WHERE k.start_ns < w.w_end),
             c AS (SELECT step, unit, class FROM (SELECT step, unit, class, sum(dur_ns) AS ns FROM k GROUP BY ALL)
                   QUALIFY row_number() OVER (PARTITION BY step, unit ORDER BY ns DESC, class) = 1),
-            u AS (SELECT step, unit, sum(dur_ns)::BIGINT AS measured_ns, arg_min(stream_id, start_ns) AS stream_id,
-                         min(start_ns) AS start_ns, arg_min(module, start_ns) AS module, bool_or(attention) AS attention
+            u AS (SELECT step, unit, sum(dur_ns)::BIGINT AS measured_ns,
+                         first(stream_id ORDER BY start_ns, stream_id) AS stream_id, min(start_ns) AS start_ns,
+                         first(module ORDER BY start_ns, stream_id, module) AS module, bool_or(attention) AS attention
                   FROM k GROUP BY step, unit)
             SELECT u.*, c.class,
                    n.name AS op, n.family, n.detail, n.flops, n.hbm_bytes,
@@ -104,7 +105,7 @@ def step_floor(units: pl.DataFrame, gpu: GpuSpec) -> pl.DataFrame:
 
 
 def _median_row(frame: pl.DataFrame, column: str) -> dict[str, Any]:
-    ordered = frame.sort(column)
+    ordered = frame.sort([column, "step"])
     return ordered.row((len(ordered) - 1) // 2, named=True)
 
 
@@ -115,7 +116,8 @@ def op_table(units: pl.DataFrame, n_steps: int, limit: int = TOP_OPS) -> list[di
                .agg(pl.len().alias("instances"), pl.col("measured_ns").sum(), pl.col("t_opt_ns").sum(),
                     (pl.col("measured_ns") / pl.col("t_opt_ns")).filter(pl.col("t_opt_ns") > 0).min()
                     .alias("min_ratio"), pl.col("flops").sum(), pl.col("hbm_bytes").sum())
-               .sort(["measured_ns", "op"], descending=[True, False], nulls_last=True))
+               .sort(["measured_ns", "op", "detail", "class"], descending=[True, False, False, False],
+                     nulls_last=True))
     rows = []
     for r in grouped.head(limit).iter_rows(named=True):
         floor_ns = r["t_opt_ns"] if r["family"] else None
@@ -135,7 +137,7 @@ def class_table(units: pl.DataFrame, n_steps: int) -> dict[str, dict[str, int | 
     """Per class: measured time, op floor and ratio, per step (mean over the analysed steps)."""
     out = {}
     for r in (units.group_by("class").agg(pl.col("measured_ns").sum(), pl.col("t_opt_ns").sum())
-              .sort("measured_ns", descending=True).iter_rows(named=True)):
+              .sort(["measured_ns", "class"], descending=[True, False]).iter_rows(named=True)):
         out[r["class"]] = {"measured_ns": int(r["measured_ns"] / n_steps), "t_opt_ns": int(r["t_opt_ns"] / n_steps),
                            "ratio": r["measured_ns"] / r["t_opt_ns"] if r["t_opt_ns"] else None}
     return out
@@ -190,7 +192,7 @@ def compute_op_floor(con: duckdb.DuckDBPyConnection, steps: list[StepAccount], g
 def _min_ratio(units: pl.DataFrame) -> dict[str, Any] | None:
     """The op instance closest to (or under) its floor: measured / t_opt, with its op and shapes."""
     floored = units.filter(pl.col("t_opt_ns") > 0).with_columns((pl.col("measured_ns") / pl.col("t_opt_ns"))
-                                                                .alias("r")).sort("r")
+                                                                .alias("r")).sort(["r", "step", "unit"])
     if floored.is_empty():
         return None
     r = floored.row(0, named=True)
@@ -206,7 +208,7 @@ def _binding(row: dict[str, Any]) -> str:
 def _unmodelled(units: pl.DataFrame, n_steps: int, limit: int = 5) -> list[dict[str, Any]]:
     """The ops without a floor (no recorded shapes, no model, or no launching op) with most GPU time."""
     rows = (units.filter(~pl.col("has_floor")).group_by("op").agg(pl.col("measured_ns").sum())
-            .sort("measured_ns", descending=True).head(limit))
+            .sort(["measured_ns", "op"], descending=[True, False], nulls_last=True).head(limit))
     return [{"op": r["op"] or "(no launching op in the capture)", "measured_ns": int(r["measured_ns"] / n_steps)}
             for r in rows.iter_rows(named=True)]
 
@@ -226,7 +228,8 @@ def work_inflation(op: OpFloor, model_t_opt_ns: int | None, model_budgets: dict[
                                                                  .is_in(["gemm", "softmax"]))["module"].unique()
                                                     .to_list()))
     if not unfused.is_empty():
-        ops = unfused.group_by("op").agg(pl.col("measured_ns").sum()).sort("measured_ns", descending=True)
+        ops = unfused.group_by("op").agg(pl.col("measured_ns").sum()).sort(["measured_ns", "op"],
+                                                                          descending=[True, False])
         measured = float(unfused["measured_ns"].sum()) / n
         floor_ns = float(unfused["t_opt_ns"].sum()) / n
         scores = float(unfused.filter(pl.col("family") != "gemm")["hbm_bytes"].sum()) / n
@@ -243,7 +246,7 @@ def work_inflation(op: OpFloor, model_t_opt_ns: int | None, model_budgets: dict[
         measured = float(copies["measured_ns"].sum()) / n
         findings.append({
             "kind": "copies", "ops": copies.group_by("op").agg(pl.col("measured_ns").sum())
-            .sort("measured_ns", descending=True)["op"].to_list()[:6], "measured_ns": int(measured),
+            .sort(["measured_ns", "op"], descending=[True, False])["op"].to_list()[:6], "measured_ns": int(measured),
             "t_opt_ns": int(round(float(copies["t_opt_ns"].sum()) / n)),
             "step_fraction": measured / step_ns if step_ns else None, "intermediate_bytes": None,
             "text": f"copies and casts: {measured / 1e6:.3f} ms a step (op floor "
