@@ -93,22 +93,31 @@ def test_timesformer_with_a_qwen3_config_is_inconclusive_with_the_model_mismatch
 
 def test_timesformer_without_a_config_gets_a_verdict_from_the_op_floor(reports: dict) -> None:
     r = reports[(TIMESFORMER, None)]
-    assert r["floor_used"] == "op" and r["verdict"] == "kernel"
-    assert "op floor t_opt" in r["reasons"][0]
+    # The ProfilerStep holds 218 ms of host preprocessing before its first kernel: the pipeline, against the op floor.
+    assert r["floor_used"] == "op" and r["verdict"] == "pipeline"
+    assert "op floor t_opt" in r["reasons"][0] and "host gaps" in r["reasons"][1]
     ops = {o["op"]: o["class"] for o in r["op_floor"]["ops"]}
     assert ops["aten::softmax"] == "attn_core" and ops["aten::matmul"] == "attn_core"
     assert ops["aten::linear"] == "gemm"  # the attention module's projections stay GEMMs
     kinds = {f["kind"]: f for f in r["work_inflation"]["findings"]}
-    assert "aten::softmax" in kinds["unfused_attention"]["ops"] and kinds["unfused_attention"]["step_fraction"] > 0.5
+    gpu_ns = sum(c["measured_ns"] for c in r["op_floor"]["classes"].values())
+    assert "aten::softmax" in kinds["unfused_attention"]["ops"]
+    assert kinds["unfused_attention"]["measured_ns"] > 0.5 * gpu_ns  # most of the GPU time
     assert r["model_shape"]["hidden"] == 768 and r["model_shape"]["layers"] == 12
 
 
 @pytest.mark.parametrize("trace", SHAPED_TRANSFORMERS)
 def test_shaped_transformer_traces_attribute_90_percent_and_no_op_beats_its_floor(reports: dict, trace: str) -> None:
     op = reports[(trace, None)]["op_floor"]
-    assert op["covered_fraction"] >= 0.9
+    # Of the GPU time whose launch the capture holds (Qwen1.5's step window also holds kernels launched before
+    # the profiler started: they have no launching op to read shapes from).
+    assert op["covered_launched_fraction"] >= 0.9
     assert op["min_instance_ratio"]["ratio"] >= 1.0, op["min_instance_ratio"]
-    assert reports[(trace, None)]["verdict"] != "inconclusive"
+    r = reports[(trace, None)]
+    # A verdict from the op floor, unless too much of the step ran kernels launched before the capture (Qwen1.5:
+    # 13 ms of 49 ms), which the op floor cannot judge: then inconclusive, saying so.
+    assert r["verdict"] != "inconclusive" or ("the op floor speaks for only" in r["reasons"][0]
+                                              and "no launching op in the capture" in r["reasons"][0])
 
 
 @pytest.mark.parametrize("trace", [QWEN_H100, QWEN_MI300])

@@ -204,6 +204,10 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
     shape = infer_shape(con)
     floor_section, floor_result, placement, effective, fit = _floor_section(con, opts, step_p50, shape)
     op = _op_floor(con, complete, floor_section, fit, step_p50, opts)
+    model_budgets = class_budgets(floor_result.parts, rules) if floor_result else {}
+    inflation = work_inflation(op, floor_section["t_opt_ns"] if floor_section else None, model_budgets,
+                               step_p50) if op else None
+    layers = layer_tables(Modules.of(load_modules(con)), op.units, op.section["steps"]) if op else None
     cross = cross_rank(results, RankMeta.load(con), floor_section["hardware"] if floor_section else None)
     split = cross.step_split(*_position(results, step)) if cross is not None and step is not None else None
     exposed_comm |= {"wait_ns": split[0] if split else None, "transfer_ns": split[1] if split else None}
@@ -251,10 +255,8 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         "floor": floor_section,
         "floor_used": "model" if floor_section else "op" if verdict_floor is not None else None,
         "op_floor": op.section if op else None,
-        "work_inflation": work_inflation(op, floor_section["t_opt_ns"] if floor_section else None,
-                                         class_budgets(floor_result.parts, rules) if floor_result else {},
-                                         step_p50) if op else None,
-        "layers": layer_tables(Modules.of(load_modules(con)), op.units, op.section["steps"]) if op else None,
+        "work_inflation": inflation,
+        "layers": layers,
         "model_shape": shape.section(),
         "fit": fit.section() if fit else None,
         "host_gaps": host_gaps,

@@ -169,6 +169,7 @@ def compute_op_floor(con: duckdb.DuckDBPyConnection, steps: list[StepAccount], g
     compute_units = units.filter(~pl.col("class").is_in(list(communication)))
     gpu_ns = float(compute_units["measured_ns"].sum())
     covered = float(compute_units.filter(pl.col("has_floor"))["measured_ns"].sum())
+    launched = float(compute_units.filter(pl.col("unit") >= 0)["measured_ns"].sum())
     section = {
         "hardware": gpu_key, "peak_kind": "physical",
         "t_opt_ns": t_opt, "binding": _binding(med),
@@ -181,6 +182,8 @@ def compute_op_floor(con: duckdb.DuckDBPyConnection, steps: list[StepAccount], g
         "residual_ratio": placement.residual_ratio if placement else None,
         "position": placement.position if placement else None,
         "covered_fraction": covered / gpu_ns if gpu_ns else 0.0,
+        # of the GPU time that has a launching op in the capture (kernels launched before it began have none)
+        "covered_launched_fraction": covered / launched if launched else 0.0,
         "min_instance_ratio": _min_ratio(units),
         "unmodelled": _unmodelled(units, n),
         "classes": class_table(units, n), "ops": op_table(units, n),
