@@ -11,10 +11,13 @@ Its tables are the store's ``capture_*`` views, under the rank the replay files 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 import duckdb
 
+T = TypeVar("T")
 #: The engines' names for their capture traces (SGLang's capture_traces/bs_32_rank0, vLLM's graph_capture_rank_0).
 CAPTURE_NAME_REGEX = re.compile(r"graph_capture|capture_traces|(^|[_/])bs_\d+_rank\d+")
 #: Store tables a capture trace keeps under ``capture_<table>``.
@@ -41,3 +44,28 @@ def create_capture_views(con: duckdb.DuckDBPyConnection, aliases: list[str], ran
                  for a, r in zip(aliases, ranks, strict=True)]
         sql = " UNION ALL ".join(parts) if parts else f"SELECT * FROM {table} WHERE FALSE"
         con.execute(f"CREATE VIEW capture_{table} AS {sql}")
+
+
+def split_captures(con: duckdb.DuckDBPyConnection, results: Sequence[T], enabled: bool
+                   ) -> tuple[list[T], list[str], list[T], list[str]]:
+    """(traces, their aliases, graph-capture traces, their aliases) of the attached stores f0, f1, ... of
+    ``results`` (each with a ``source`` path). A capture given alone, or ``enabled`` false (one file of a set
+    opened under its ranks), stays a trace: it is analysed as what it is (and refused: no step to judge)."""
+    aliases = [f"f{i}" for i in range(len(results))]
+    captured = [i for i, r in enumerate(results) if is_graph_capture(con, aliases[i], r.source)] if enabled else []
+    if len(captured) == len(results):
+        captured = []
+    keep = [i for i in range(len(results)) if i not in captured]
+    return ([results[i] for i in keep], [aliases[i] for i in keep], [results[i] for i in captured],
+            [aliases[i] for i in captured])
+
+
+def captured_ranks(con: duckdb.DuckDBPyConnection, aliases: list[str], mappings: list[dict[Any, int]]) -> list[int]:
+    """Each capture trace's rank: the rank it names where a replay file names it too, else the first one."""
+    named = {local: g for m in mappings for local, g in m.items() if local is not None}
+    first = min(m[None] for m in mappings) if mappings else 0
+    out = []
+    for alias in aliases:
+        local = con.execute(f"SELECT min(rank) FROM {alias}.trace_info").fetchone()[0]
+        out.append(named.get(local, first))
+    return out

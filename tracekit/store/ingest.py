@@ -42,7 +42,7 @@ from tracekit.store.cache import (
     store_lock,
     write_manifest,
 )
-from tracekit.store.captures import create_capture_views, is_graph_capture
+from tracekit.store.captures import captured_ranks, create_capture_views, split_captures
 from tracekit.store.checks import capture_fingerprint, check_distinct_paths, drop_damaged_records, mixed_gpu_warning
 from tracekit.store.ranks import assign_ranks, rank_sql
 from tracekit.store.views import create_views
@@ -363,15 +363,7 @@ def open_store(
             t_open = time.perf_counter()
             con = duckdb.connect()  # after the worker processes are forked: they inherit no DuckDB state
             results, warnings = _attach_stores(con, results, ranks is None)
-        aliases = [f"f{i}" for i in range(len(results))]
-        capture_idx = [] if ranks is not None else [
-            i for i, r in enumerate(results) if is_graph_capture(con, aliases[i], r.source)]
-        if len(capture_idx) == len(results):
-            capture_idx = []  # a capture alone is analysed as what it is (and refused: no step to judge)
-        captures = [results[i] for i in capture_idx]
-        results = [r for i, r in enumerate(results) if i not in capture_idx]
-        capture_aliases = [aliases[i] for i in capture_idx]
-        aliases = [a for i, a in enumerate(aliases) if i not in capture_idx]
+        results, aliases, captures, capture_aliases = split_captures(con, results, ranks is None)
         mappings, rank_warnings = assign_ranks(con, results, aliases)
         warnings += rank_warnings
         if ranks is not None:  # the same files' ranks, as a full opening of the set assigned them
@@ -382,7 +374,7 @@ def open_store(
             parts = [f"SELECT * REPLACE ({rank_sql(m)} AS rank) FROM {a}.{table}"
                      for a, m in zip(aliases, mappings, strict=True)]
             con.execute(f"CREATE VIEW {table} AS " + " UNION ALL ".join(parts))
-        capture_ranks = _capture_ranks(con, capture_aliases, mappings)
+        capture_ranks = captured_ranks(con, capture_aliases, mappings)
         create_capture_views(con, capture_aliases, capture_ranks)
         create_views(con)
     except BaseException:
@@ -400,14 +392,3 @@ def open_store(
             for r, k in zip(captures, capture_ranks, strict=True)]
     return Store(con, stored, warnings, tmp, stages, cached=use_cache, jobs=jobs, captures=kept)
 
-
-def _capture_ranks(con: duckdb.DuckDBPyConnection, aliases: list[str],
-                   mappings: list[dict[int | None, int]]) -> list[int]:
-    """Each capture trace's rank: the rank it names where a replay file names it too, else the first one."""
-    named = {local: g for m in mappings for local, g in m.items() if local is not None}
-    first = min(m[None] for m in mappings) if mappings else 0
-    out = []
-    for alias in aliases:
-        local = con.execute(f"SELECT min(rank) FROM {alias}.trace_info").fetchone()[0]
-        out.append(named.get(local, first))
-    return out
