@@ -71,9 +71,9 @@ def rows_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
-def ms_value(ns: float | None, digits: int = 6) -> float | None:
-    """Nanoseconds as milliseconds for a table cell (None stays None): to the nanosecond, so CSV gives back
-    the JSON's integer ns; the human formats print 3 decimals."""
+def ms_value(ns: float | None, digits: int = 3) -> float | None:
+    """Nanoseconds as milliseconds for a table cell (None stays None); CSV turns them back into integer ns
+    (to the microsecond these 3 decimals keep)."""
     return None if ns is None else round(ns / 1e6, digits)
 
 
