@@ -45,6 +45,7 @@ from tracekit.budgets.classify import load_rules
 from tracekit.budgets.configs import load_config
 from tracekit.errors import InputError
 from tracekit.parsers.schema import NO_GPU_ACTIVITY
+from tracekit.schema.report import typed_report
 from tracekit.store.ingest import Store
 
 MAX_SAMPLES = 2_000  # per-step samples kept in the report (evenly thinned beyond)
@@ -271,6 +272,7 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         "reasons": reasons,
         "caveats": caveat_texts(caveats) + (fit.caveats if fit else []) + store.warnings,
     }
+    typed_report(report)  # the contract: a section without its field in tracekit/schema/report.py fails here
     return Analysis(report, results, store, opts, cross)
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tracekit.floor import NEAR_FLOOR_THRESHOLD
+from tracekit.schema.report import REPORT_SCHEMA
+from tracekit.schema.verdict import Verdict
 
-REPORT_SCHEMA = "tracekit.report/v2"  # v2: gap causes launch_call + host_code, exposed_comm of the median step
+__all__ = ["GATE_EXIT", "MIN_GAP_FINDING_NS", "REPORT_SCHEMA", "AnalyzeOptions", "Verdict"]
+
 MIN_GAP_FINDING_NS = 1_000  # gap findings costing less in all (launch latency between kernels) are not listed
 #: The verdicts, each with its `--gate` exit status.
-GATE_EXIT = {"near-floor": 0, "pipeline": 10, "kernel": 11, "inconclusive": 12}
+GATE_EXIT = {Verdict.NEAR_FLOOR: 0, Verdict.PIPELINE: 10, Verdict.KERNEL: 11, Verdict.INCONCLUSIVE: 12}
 
 
 @dataclass

@@ -13,6 +13,7 @@ from typing import Any
 
 from tracekit.analysis.options import AnalyzeOptions
 from tracekit.floor import BEATS_CEILING, Placement
+from tracekit.schema.verdict import Verdict
 
 
 @dataclass(frozen=True)
@@ -61,12 +62,12 @@ def _floor_name(ev: Evidence) -> str:
     return "op floor" if ev.floor and ev.floor.get("kind") == "op" else "floor"
 
 
-def decide(ev: Evidence, opts: AnalyzeOptions) -> tuple[str, list[str]]:
+def decide(ev: Evidence, opts: AnalyzeOptions) -> tuple[Verdict, list[str]]:
     """(verdict, reasons): near-floor, pipeline, kernel or inconclusive, each with the numbers behind it."""
     if ev.blocking:
-        return "inconclusive", list(ev.blocking)
+        return Verdict.INCONCLUSIVE, list(ev.blocking)
     if ev.step_p50 == 0:
-        return "inconclusive", ["no GPU operations to analyse"]
+        return Verdict.INCONCLUSIVE, ["no GPU operations to analyse"]
     reasons = _preconditions(ev, opts)
     p = ev.placement
     head = "" if p is None or ev.floor is None else (
@@ -81,7 +82,7 @@ def decide(ev: Evidence, opts: AnalyzeOptions) -> tuple[str, list[str]]:
             "an op's recorded shapes overstate its work (docs/op-floor.md)"
         reasons.append(f"{head}: {p.reason}; {cause}")
     if reasons or p is None or ev.floor is None:
-        return "inconclusive", reasons or ["no step time to place against the floor"]
+        return Verdict.INCONCLUSIVE, reasons or ["no step time to place against the floor"]
     t_opt = ev.floor["t_opt_ns"]
     if p.verdict == "near-floor":
         if _floor_name(ev) == "op floor":
@@ -92,7 +93,7 @@ def decide(ev: Evidence, opts: AnalyzeOptions) -> tuple[str, list[str]]:
                        "quantisation, layout) move it"]
         if p.beats_ceiling:
             reasons.append(f"step p50 is under the attainable floor: {BEATS_CEILING}")
-        return "near-floor", reasons
+        return Verdict.NEAR_FLOOR, reasons
     residual = ev.step_p50 - t_opt
     # Waiting in a collective for a rank whose kernels ran long is that rank's kernel time, not pipeline time.
     pipeline_ns = ev.host_gaps["total_ns"] + ev.exposed_comm["exposed_ns"] - ev.kernel_wait_ns
@@ -103,11 +104,11 @@ def decide(ev: Evidence, opts: AnalyzeOptions) -> tuple[str, list[str]]:
     if ev.wait_reason:
         reasons.append(ev.wait_reason)
     if pipeline_ns >= opts.pipeline_share * residual:
-        return "pipeline", reasons
+        return Verdict.PIPELINE, reasons
     over = [c for c in ev.classes if c["over_budget"]]
     if over:
         reasons.append("over budget: " + ", ".join(f"{c['name']} {c['ratio']:.2f}x (+{ms(c['excess_ns'])})"
                                                    for c in over))
-        return "kernel", reasons
+        return Verdict.KERNEL, reasons
     reasons.append("no class exceeds its budget by the threshold and the pipeline does not explain the residual")
-    return "inconclusive", reasons
+    return Verdict.INCONCLUSIVE, reasons

@@ -28,6 +28,8 @@ from tracekit.report.analysis import report_document
 from tracekit.report.diff import diff_document
 from tracekit.report.doctor import doctor_document
 from tracekit.report.document import Document, Table
+from tracekit.schema.report import Report, typed_report
+from tracekit.schema.verdict import Verdict
 from tracekit.store import summaries
 from tracekit.store.ingest import Store
 from tracekit.store.inputs import Inputs
@@ -156,8 +158,13 @@ class AnalyzeResult(Rendered):
         self._finalizer = weakref.finalize(self, analysis.store.close) if analysis is not None else None
 
     @property
-    def verdict(self) -> str:
-        return self.report["verdict"]
+    def verdict(self) -> Verdict:
+        return Verdict(self.report["verdict"])
+
+    @property
+    def typed(self) -> Report:
+        """The report as its msgspec Struct (``tracekit.schema.report.Report``: every key an attribute)."""
+        return typed_report(self.report)
 
     def to_dict(self) -> dict[str, Any]:
         """The report as the JSON document's plain values."""
