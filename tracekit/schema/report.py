@@ -394,6 +394,143 @@ class Target(_Strict, kw_only=True):
     command: str
 
 
+class MinInstance(_Strict, kw_only=True):
+    ratio: float | None
+    op: str | None
+    shapes: str | None
+    measured_ns: Number | None
+    t_opt_ns: Number | None
+
+
+class Unmodelled(_Strict, kw_only=True):
+    op: str | None
+    measured_ns: Number
+
+
+class OpClass(_Strict, kw_only=True):
+    measured_ns: Number
+    t_opt_ns: Number | None
+    ratio: float | None
+
+
+class OpRow(_Strict, kw_only=True):
+    op: str | None
+    family: str | None
+    shapes: str | None
+    cls: str | None = msgspec.field(name="class")
+    instances_per_step: Number | None
+    measured_ns: Number
+    t_opt_ns: Number | None
+    ratio: float | None
+    min_instance_ratio: float | None
+    flops: Number | None
+    hbm_bytes: Number | None
+    floor_model: str | None
+
+
+class OpFloor(_Strict, kw_only=True):
+    """The kernels that ran against their ops' floors (docs/op-floor.md)."""
+
+    hardware: str | None
+    peak_kind: str
+    t_opt_ns: Number
+    binding: str | None
+    attainable_ns: Number | None
+    attainable_ratio: float | None
+    stop_rule_floor: str | None
+    stream_ns: Number
+    compute_ns: Number
+    memory_ns: Number
+    sum_ns: Number
+    t_sum_ns: Number
+    residual_ratio: float | None
+    position: float | None
+    covered_fraction: float | None
+    covered_launched_fraction: float | None
+    min_instance_ratio: MinInstance | None
+    unmodelled: list[Unmodelled]
+    classes: dict[str, OpClass]
+    ops: list[OpRow]
+    steps: int
+
+
+class InflationClass(_Strict, kw_only=True):
+    op_floor_ns: Number | None
+    model_budget_ns: Number | None
+    ratio: float | None
+
+
+class InflationFinding(_Strict, kw_only=True):
+    kind: str
+    ops: list[str]
+    measured_ns: Number
+    t_opt_ns: Number | None
+    step_fraction: float | None
+    intermediate_bytes: Number | None
+    text: str
+
+
+class WorkInflation(_Strict, kw_only=True):
+    model_t_opt_ns: Number | None
+    op_t_opt_ns: Number | None
+    ratio: float | None
+    by_class: dict[str, InflationClass]
+    findings: list[InflationFinding]
+
+
+class LayerRow(_Strict, kw_only=True):
+    layer: int
+    measured_ns: Number
+    t_opt_ns: Number | None
+    ratio: float | None
+    vs_siblings: float | None
+
+
+class ModuleType(_Strict, kw_only=True):
+    module: str
+    instances_per_step: Number
+    measured_ns: Number
+    t_opt_ns: Number | None
+    ratio: float | None
+
+
+class Layers(_Strict, kw_only=True):
+    block: str | None
+    count: int
+    parent: str | None
+    layers: list[LayerRow]
+    module_types: list[ModuleType]
+    outliers: list[str]
+
+
+class ShapeAttention(_Strict, kw_only=True):
+    op: str | None
+    kind: str | None
+    batch: int | None
+    query_len: int | None
+    key_len: int | None
+    gpu_ns: Number | None
+    share_of_attention_with_shapes: float | None
+    share_of_attn_core: float | None
+    part: str | None
+
+
+class ModelShape(_Strict, kw_only=True):
+    hidden: int | None
+    intermediate: int | None
+    vocab: int | None
+    experts: int | None
+    heads: int | None
+    kv_heads: int | None
+    head_dim: int | None
+    layers: int | None
+    block: str | None
+    dtype: str | None
+    mlp_matrices: int | None
+    attention: ShapeAttention | None
+    evidence: dict[str, str]
+
+
 class Report(_Strict, kw_only=True):
     """One analysis: ``tracekit analyze --format json`` is this document."""
 
@@ -402,6 +539,11 @@ class Report(_Strict, kw_only=True):
     config: ReportConfig
     steps: Steps
     floor: FloorSection | None
+    floor_used: Literal["model", "op"] | None
+    op_floor: OpFloor | None
+    work_inflation: WorkInflation | None
+    layers: Layers | None
+    model_shape: ModelShape | None
     fit: Fit | None
     host_gaps: HostGaps
     exposed_comm: ExposedComm
