@@ -18,7 +18,8 @@ from tracekit.analysis.options import REPORT_SCHEMA
 from tracekit.cli import main
 
 MULTI_RANK = ("dlrm8_v100", "sampled2_rank0_1")
-NEGATIVE_PREFIXES = ("hta__cpu_only__", "hta__distributed_info_unavailable__", "hta__rank_unavailable__")
+NEGATIVE_PREFIXES = ("hta__cpu_only__", "hta__distributed_info_unavailable__", "hta__rank_unavailable__",
+                     "hta__mtia_inference_")  # an MTIA capture: an accelerator tracekit does not read
 VERDICTS = {"near-floor", "pipeline", "kernel", "inconclusive"}
 #: decode traces and the named config that fits each (budgets/configs/*.toml)
 DECODE_CONFIGS = {
@@ -40,13 +41,18 @@ TRACE_NAMES = (
         "hta__distributed_info_unavailable__distributed_info_not_found.json.gz",
         "hta__nccl_parser_config__nccl_data.json.gz",
         "hta__ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+        "hta__mtia_inference_rank_0.json.gz",
         "hta__rank_unavailable__rank_not_found.json.gz", "hta__trace_diff__control__control.json.gz",
         "hta__trace_diff__test__test.json.gz",
         "kineto__tb_plugin__samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json.gz",
         "tracelens__b200__eager_trace.json.gz", "tracelens__h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
         "tracelens__h100__gaunernst_bert-small-uncased__1016001.json.gz",
         "tracelens__inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz",
-        "tracelens__inference__vllm_decode_full__graph_execution.json.gz", *MULTI_RANK)),
+        "tracelens__inference__vllm_decode_full__graph_execution.json.gz",
+        "tracelens__h100__facebook_timesformer-base-finetuned-k400__1016002.json.gz",
+        "tracelens__mi300__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+        "tracelens__sglang_prefilldecode__sglang_Qwen3-8B_prefilldecode.json.gz",
+        "tracelens__xdit_flux1_aiter_sage__profile_trace_rank_0.json.gz", *MULTI_RANK)),
 )
 
 
