@@ -24,6 +24,7 @@ from typing import Any
 import duckdb
 import msgspec
 
+from tracekit import progress
 from tracekit.errors import InputError
 from tracekit.files import check_decompressed
 from tracekit.parsers.kineto_events import Event, as_int, decode, route
@@ -156,6 +157,7 @@ class _Reader:
             events = decode(self.raw_events[start:stop], self.skipped)
             self.raw_events[start:stop] = [None] * (stop - start)  # free the slices as we go
             recognised += self._load_chunk(events)
+            progress.report(self.path, 0.9 * stop / n_events)  # the per-file rows take the rest
         self.tables.flush()
         if recognised == 0:
             raise InputError(f"{self.path}: not a PyTorch profiler trace (no trace events with a phase); "

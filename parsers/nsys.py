@@ -18,6 +18,7 @@ import adbc_driver_sqlite.dbapi as adbc_sqlite
 import duckdb
 import pyarrow as pa
 
+from tracekit import progress
 from tracekit.errors import InputError
 from tracekit.parsers.schema import NO_GPU_ACTIVITY, write_capture
 
@@ -119,12 +120,13 @@ class _Loader(ArrowStream):
         with ThreadPoolExecutor(max_workers=1) as pool:
             kernels = pool.submit(self._kernels_on_own_connections)
             try:
-                self._api_calls()
-                self._memops()
-                self._ranges()
-                read_graph_nodes(self, PID, TID)
+                for fraction, stage in ((0.3, self._api_calls), (0.4, self._memops), (0.6, self._ranges),
+                                        (0.65, lambda: read_graph_nodes(self, PID, TID))):
+                    stage()
+                    progress.report(self.path, fraction)
             finally:
                 kernels.result()
+        progress.report(self.path, 0.9)
         self._threads()
         self._processes()
         self._devices()

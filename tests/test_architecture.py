@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCES = {"tracekit": "tracekit", "parsers": "tracekit.parsers", "floor": "tracekit.floor",
            "budgets": "tracekit.budgets"}
 # Leaf modules anyone may import; they import only each other.
-BASE = {"tracekit", "tracekit.errors", "tracekit.intervals", "tracekit.files"}
+BASE = {"tracekit", "tracekit.errors", "tracekit.intervals", "tracekit.files", "tracekit.progress"}
 # Packages by layer: a module may import modules of its own layer or a lower one.
 LAYERS = {"tracekit.schema": 0, "tracekit.parsers": 1, "tracekit.store": 2, "tracekit.floor": 3, "tracekit.budgets": 3,
           "tracekit.analysis": 4, "tracekit.compare": 5, "tracekit.report": 6, "tracekit.api": 7, "tracekit.cli": 7,

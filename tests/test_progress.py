@@ -50,3 +50,24 @@ def test_cli_stderr_stays_clean_when_not_a_terminal(tmp_path: Path) -> None:
         assert result.stderr == ""
         stages = {row["stage"] for row in json.loads(result.stdout)["stages"]}
         assert stages == {"identify", "read", "finish", "open"}
+
+
+def test_progress_within_one_file(tmp_path: Path) -> None:
+    """Each reader reports how far it is through a file (increasing, under 1 before the file is done), and the
+    bar listens while it is shown, so one big file no longer sits at 0/1 until it ends."""
+    from tracekit import progress
+
+    for path in (FILES[0], SAMPLES / "dsv32_ep16_decode.sqlite"):
+        seen: list[tuple[str, float]] = []
+        with progress.listening(lambda p, f, seen=seen: seen.append((p, f))), \
+                open_store([path], cache_dir=tmp_path / path.stem):
+            pass
+        fractions = [f for p, f in seen if p == str(path)]
+        assert fractions and fractions == sorted(fractions) and 0 < fractions[0] < 1, (path.name, seen)
+    assert progress._listener is None  # nothing listens outside the block
+    term = FakeTerminal()
+    with ingest_progress([FILES[0]], quiet=False, stream=term) as on_done:
+        assert progress._listener is not None  # the bar listens while it is shown
+        with open_store([FILES[0]], cache_dir=tmp_path / "bar", on_file_done=on_done):
+            pass
+    assert progress._listener is None and "ingest 1/1 files" in term.getvalue()

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from tracekit import progress as read_progress
 from tracekit.store.cache import default_cache_dir, file_key, manifest_path, set_aside, store_lock, verify_store
 from tracekit.store.ingest import IngestResult, Store, expand_inputs, open_store
 
@@ -40,12 +41,16 @@ def ingest_progress(paths: Sequence[Path], quiet: bool,
         TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
         console=Console(file=stream), transient=True,
     )
-    with progress:
+    finished = [0]  # input bytes of the files done
+
+    with progress, read_progress.listening(lambda path, fraction: progress.update(
+            task, completed=finished[0] + fraction * size.get(path, 0))):  # within a file (one read here)
         task = progress.add_task("ingest", total=sum(size[str(f)] for f in files) or 1, done=0, files=len(files))
 
         def file_done(result: IngestResult) -> None:
             done = progress.tasks[0].fields["done"] + 1
-            progress.update(task, advance=size.get(str(result.source), 0), done=done)
+            finished[0] += size.get(str(result.source), 0)
+            progress.update(task, completed=finished[0], done=done)
 
         yield file_done
 
