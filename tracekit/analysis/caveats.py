@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 
 from tracekit.analysis.crossrank import RankMeta
-from tracekit.analysis.steps import ENGINE_STEP_REGEX
+from tracekit.analysis.steps import ENGINE_STEP_REGEX, STEP_MARKER_REGEX
 from tracekit.analysis.verdict import ms
 from tracekit.analysis.waits import waits_section
 from tracekit.parsers.kineto_tables import ATTENTION_OP_REGEX  # the ops whose shapes readers keep (op_shapes)
@@ -276,11 +276,11 @@ def capture_settings(con: duckdb.DuckDBPyConnection, step_regex: str | None) -> 
               AND NOT EXISTS (SELECT 1 FROM profiler_steps p WHERE p.rank = t.rank)
               AND NOT EXISTS (SELECT 1 FROM graph_launches g WHERE g.rank = t.rank)
               AND NOT EXISTS (SELECT 1 FROM launches l WHERE l.rank = t.rank AND regexp_matches(l.name, $capture))
-              AND NOT EXISTS (SELECT 1 FROM user_ranges r WHERE r.rank = t.rank AND regexp_matches(r.name, $engine))
-            ORDER BY 1""", {"engine": ENGINE_STEP_REGEX, "capture": STREAM_CAPTURE_REGEX}):
-            out.append(Caveat("no_step_markers", rank, f"rank {rank}: no step markers (no ProfilerStep#N, engine "
-                              "step annotation or graph launches): the whole capture is one step; give --step "
-                              "REGEX (`tracekit info` lists candidates)"))
+              AND NOT EXISTS (SELECT 1 FROM ranges r WHERE r.rank = t.rank AND regexp_matches(r.name, $marker))
+            ORDER BY 1""", {"marker": STEP_MARKER_REGEX, "capture": STREAM_CAPTURE_REGEX}):
+            out.append(Caveat("no_step_markers", rank, f"rank {rank}: no step markers (no ProfilerStep#N, XLA "
+                              "module, engine step annotation or graph launches): the whole capture is one step; "
+                              "give --step REGEX (`tracekit info` lists candidates)"))
     for rank, n in _ranks_where(con, """
         WITH last AS (SELECT rank, pid, max(start_ns) AS t FROM kernels GROUP BY rank, pid)
         SELECT a.rank, count(*) FROM launches a JOIN last l ON l.rank = a.rank AND l.pid = a.pid
