@@ -123,6 +123,21 @@ def test_the_typed_report_is_the_json_key_for_key_in_order(tmp_path_factory: pyt
     typed = typed_report(doc)
     assert typed.verdict is Verdict.KERNEL and typed.classes[0].name == doc["classes"][0]["name"]
     assert msgspec.json.encode(typed) == msgspec.json.encode(doc)  # same keys, values and order
+    import tracekit
+
+    walls = tracekit.walls("dsv32-ep16").data  # the report's walls are the walls command's, less its targets
+    assert typed.walls is not None and doc["walls"] == {k: walls[k] for k in doc["walls"]}
+    assert doc["walls"]["ordering"] and list(doc)[-1] == "walls"
+
+
+def test_no_renderer_loads_a_config() -> None:
+    """What the HTML page and the plots draw comes from the report: neither loads a config or computes walls."""
+    from pathlib import Path
+
+    report = Path(__file__).resolve().parents[1] / "tracekit" / "report"
+    for name in ("html.py", "plots.py"):
+        text = (report / name).read_text(encoding="utf-8")
+        assert "load_config" not in text and "compute_walls" not in text, name
 
 
 def test_the_packaged_document_is_the_docs_one() -> None:

@@ -40,6 +40,7 @@ from tracekit.analysis.options import MIN_GAP_FINDING_NS, REPORT_SCHEMA, Analyze
 from tracekit.analysis.replay import replay_section
 from tracekit.analysis.verdict import Evidence, decide, ms
 from tracekit.analysis.waits import waits_section
+from tracekit.analysis.walls import walls_section
 from tracekit.budgets.budget import class_budgets
 from tracekit.budgets.classify import load_rules
 from tracekit.budgets.configs import load_config
@@ -271,6 +272,7 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         "verdict": verdict,
         "reasons": reasons,
         "caveats": caveat_texts(caveats) + (fit.caveats if fit else []) + store.warnings,
+        "walls": walls_section(opts),
     }
     typed_report(report)  # the contract: a section without its field in tracekit/schema/report.py fails here
     return Analysis(report, results, store, opts, cross)

@@ -76,10 +76,10 @@ def analyze_tool(paths: list[str], config: str | None = None, step: str | None =
     result = api_traces.analyze(paths, config, step=step, skip_steps=skip_steps, batch=batch, context=context,
                                  sets=sets, detail=False, cache_dir=cache_dir)
     report = result.report
-    # The config's inputs are not measurements, and the per-step samples (up to 2,000 rows) are what the
-    # figures summarise: full=True has them all.
+    # The config's inputs and its walls (the walls tool gives them) are not measurements, and the per-step
+    # samples (up to 2,000 rows) are what the figures summarise: full=True has them all.
     return _result("analyze", report, "docs/report-schema.md", documented(), report["verdict"],
-                   report["reasons"], report["caveats"], skip=("config", "samples"), full=full)
+                   report["reasons"], report["caveats"], skip=("config", "samples", "walls"), full=full)
 
 
 def doctor_tool(paths: list[str], cache_dir: Path | None = None) -> dict[str, Any]:

@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from tracekit import __version__
 from tracekit.analysis.analyze import Analysis
 from tracekit.files import write_atomically
@@ -22,6 +24,7 @@ from tracekit.report.html_layers import op_floor_section
 from tracekit.report.html_ranks import ranks_section
 from tracekit.report.text import inert, shorten
 from tracekit.report.timeline import CAUSE_COLOURS, EXPOSED_COLOUR, analysis_colours, pictures
+from tracekit.schema.report import Walls
 
 NAME_CHARS = 160
 
@@ -155,12 +158,9 @@ def _comm_section(report: dict[str, Any]) -> str:
 
 def _walls_section(report: dict[str, Any]) -> str:
     cfg = report["config"]
-    if not cfg["name"]:
+    if not cfg["name"] or not report.get("walls"):
         return "<section><h2>Walls</h2><p>No --config: no walls.</p></section>"
-    from tracekit import floor
-    from tracekit.budgets.configs import load_config
-
-    walls = floor.compute_walls(load_config(cfg["name"], cfg["overrides"]))
+    walls = msgspec.convert(report["walls"], Walls)  # computed by the analysis: no config is loaded here
     rows = [[w.name, w.batch if w.batch is not None else "", "yes" if w.reachable else "no", w.note]
             for w in walls.walls]
     chart = walls_chart(walls, cfg["effective"].get("batch"), report["steps"]["step_ns_p50"] or None)

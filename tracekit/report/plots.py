@@ -163,12 +163,13 @@ def write_plots(analysis: Analysis, out_dir: Path) -> list[tuple[str, Path]]:
     for title, name, fig in figures:
         written.append((title, _save(fig, out_dir / name)[0]))
         plt.close(fig)
-    if report["config"]["name"]:
-        from tracekit import floor
-        from tracekit.budgets.configs import load_config
-        from tracekit.floor.plot import plot_walls
+    if report["config"]["name"] and report.get("walls"):
+        import msgspec
 
-        walls = floor.compute_walls(load_config(report["config"]["name"], report["config"]["overrides"]))
+        from tracekit.floor.plot import plot_walls
+        from tracekit.schema.report import Walls
+
+        walls = msgspec.convert(report["walls"], Walls)  # computed by the analysis: no config is loaded here
         for fmt in FORMATS:
             write_with(out_dir / f"walls.{fmt}", "--plots", lambda tmp, fmt=fmt: plot_walls(walls, tmp, fmt=fmt))
         written.append((f"walls of {report['config']['name']} as concurrency grows", out_dir / "walls.png"))

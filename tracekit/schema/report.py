@@ -531,6 +531,42 @@ class ModelShape(_Strict, kw_only=True):
     evidence: dict[str, str]
 
 
+class Wall(_Strict, kw_only=True):
+    name: str
+    batch: int | None
+    reachable: bool
+    t_opt_ns: int | None
+    note: str
+
+
+class FrontierPoint(_Strict, kw_only=True):
+    batch: int
+    t_opt_ns: int
+    t_sum_ns: int
+    tokens_per_s_per_gpu: float
+    binding: str
+
+
+class Walls(_Strict, kw_only=True):
+    """The config's walls as concurrency grows (``tracekit walls``'s document without its targets), which the
+    HTML page and the plots draw; it reads as the floor's ``WallsResult`` where they do."""
+
+    config: str
+    peak_kind: str
+    kv_capacity_requests: int
+    ordering: list[str]
+    walls: list[Wall]
+    frontier: list[FrontierPoint]
+
+    @property
+    def slo(self) -> None:  # the report's walls have no targets (no --tpot-slo, no --vs)
+        return None
+
+    @property
+    def crossover(self) -> None:
+        return None
+
+
 class Report(_Strict, kw_only=True):
     """One analysis: ``tracekit analyze --format json`` is this document."""
 
@@ -556,6 +592,7 @@ class Report(_Strict, kw_only=True):
     verdict: Verdict
     reasons: list[str]
     caveats: list[str]
+    walls: Walls | None = None  # null without a config or for a training config; absent in older reports
 
 
 def typed_report(doc: dict[str, Any]) -> Report:
