@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import gzip
+import re
 import zlib
 from collections import Counter
 from pathlib import Path
@@ -29,6 +30,7 @@ from tracekit.errors import InputError
 from tracekit.files import check_decompressed
 from tracekit.parsers.kineto_events import Event, as_int, decode, route
 from tracekit.parsers.kineto_tables import TableWriter
+from tracekit.parsers.registry import UTF8_BOM
 from tracekit.parsers.schema import NO_GPU_ACTIVITY, write_capture
 
 EPOCH_NS = 10**18  # a timeline past 2001 in ns is a wall clock (PyTorch's epoch microseconds)
@@ -36,6 +38,7 @@ EPOCH_NS = 10**18  # a timeline past 2001 in ns is a wall clock (PyTorch's epoch
 CHUNK_EVENTS = 100_000
 _READ_BLOCK_BYTES = 1 << 24
 _RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+_LEADING_SPACE = re.compile(rb"[ \t\r\n]*")
 
 
 class _DeviceProperties(msgspec.Struct):
@@ -110,7 +113,10 @@ class _Reader:
 
     def _split_top(self, buffer: bytearray) -> tuple[dict[str, msgspec.Raw], list[msgspec.Raw | None]]:
         """Split the file into its top-level values and its events, all zero-copy slices of ``buffer``."""
-        first = bytes(buffer[:64]).lstrip()[:1]
+        if buffer.startswith(UTF8_BOM):
+            del buffer[:len(UTF8_BOM)]  # a byte-order mark some editors and Windows tools write
+        start = _LEADING_SPACE.match(buffer).end()
+        first = bytes(buffer[start:start + 1])
         try:
             if first == b"[":
                 return {}, _RAW_LIST_DECODER.decode(buffer)

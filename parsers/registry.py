@@ -24,6 +24,7 @@ Reader = Callable[[Path, duckdb.DuckDBPyConnection], None]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
+UTF8_BOM = b"\xef\xbb\xbf"
 SNIFF_BYTES = 1 << 20  # how much of a (decompressed) file the content checks see
 
 
@@ -103,8 +104,13 @@ def _is_rocpd(head: Head) -> bool:
     return bool(head.tables) and any(t == "rocpd_metadata" or t.startswith("rocpd_metadata_") for t in head.tables)
 
 
+def _json_text(head: Head) -> bytes:
+    """The sniffed content from its first JSON character on (a UTF-8 byte-order mark and whitespace skipped)."""
+    return head.content.removeprefix(UTF8_BOM).lstrip()
+
+
 def _is_json(head: Head) -> bool:
-    return not head.is_sqlite and head.content.lstrip()[:1] in (b"{", b"[")
+    return not head.is_sqlite and _json_text(head)[:1] in (b"{", b"[")
 
 
 def _is_rocprof_json(head: Head) -> bool:
@@ -127,7 +133,7 @@ def _no_export_beside(head: Head) -> bool:
 
 def _has_trace_events(head: Head) -> bool:
     """JSON whose first MiB shows trace events: a ``traceEvents`` key, or a bare list of events with ``ph``."""
-    text = head.content.lstrip()
+    text = _json_text(head)
     return b'"traceEvents"' in text or (text[:1] == b"[" and b'"ph"' in text)
 
 

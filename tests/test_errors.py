@@ -679,3 +679,14 @@ def test_every_number_field_has_a_range() -> None:
     from tracekit.floor.deployment import FIELD_TYPES
 
     assert [k for k, t in FIELD_TYPES.items() if t in (int, float) and k not in FIELD_RANGES] == []
+
+
+@pytest.mark.parametrize("lead", [b"\xef\xbb\xbf", b" " * 40 + b"\n" * 40], ids=["bom", "whitespace"])
+def test_json_with_a_byte_order_mark_or_leading_whitespace_is_a_trace(tmp_path: Path, lead: bytes) -> None:
+    """Valid JSON after a UTF-8 BOM or much whitespace reads as the trace it is (it was 'not a trace')."""
+    path = trace(tmp_path, "kineto")
+    plain = run("kernels", path, "--no-cache", "--format", "json")
+    path.write_bytes(lead + path.read_bytes())
+    code, out, err = run("kernels", path, "--no-cache", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out) == json.loads(plain[1])
