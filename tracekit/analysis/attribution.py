@@ -78,18 +78,19 @@ def nest(group_iv: np.ndarray, start: np.ndarray, end: np.ndarray, group_pt: np.
 
 _NODES_SQL = """
     WITH r AS (
-        SELECT (row_number() OVER (ORDER BY rank, pid, tid, start_ns, end_ns DESC, source, name) - 1)::BIGINT AS node,
-               rank, pid, tid, start_ns, end_ns, name, source, dense_rank() OVER (ORDER BY rank, pid, tid) AS thread
+        SELECT (row_number() OVER (ORDER BY rank, pid, tid, start_ns, end_ns DESC, kind, name) - 1)::BIGINT AS node,
+               rank, pid, tid, start_ns, end_ns, name, kind AS source,
+               dense_rank() OVER (ORDER BY rank, pid, tid) AS thread
         FROM ranges
-        WHERE end_ns IS NOT NULL AND tid IS NOT NULL AND (source = 'cpu_op'
-           OR (source = 'python_function' AND starts_with(name, 'nn.Module: '))
-           OR (source = 'user_annotation' AND NOT regexp_matches(name, '^ProfilerStep#')))),
+        WHERE end_ns IS NOT NULL AND tid IS NOT NULL AND (kind = 'op'
+           OR (kind = 'python' AND starts_with(name, 'nn.Module: '))
+           OR (kind = 'range' AND NOT regexp_matches(name, '^ProfilerStep#')))),
     -- int-us traces record ops of one thread with the same start: end and a full order make the match one row
     s AS (SELECT DISTINCT ON (rank, pid, tid, start_ns, end_ns, name) * FROM op_shapes
           ORDER BY rank, pid, tid, start_ns, end_ns, name, input_dims, input_types, input_strides, concrete_inputs)
     SELECT r.*, s.input_dims, s.input_types, s.input_strides, s.concrete_inputs,
            w.family, w.flops, w.hbm_bytes, w.precision, w.detail
-    FROM r LEFT JOIN s ON r.source = 'cpu_op' AND s.rank = r.rank AND s.pid = r.pid AND s.tid = r.tid
+    FROM r LEFT JOIN s ON r.source = 'op' AND s.rank = r.rank AND s.pid = r.pid AND s.tid = r.tid
                       AND s.start_ns = r.start_ns AND s.end_ns = r.end_ns AND s.name = r.name
     LEFT JOIN _op_work w ON w.name = r.name AND w.input_dims = s.input_dims  -- equalities: a hash join
          AND coalesce(w.input_types, '') = coalesce(s.input_types, '')
@@ -179,8 +180,8 @@ def _with_work(nodes: pl.DataFrame) -> pl.DataFrame:
 @lru_cache(maxsize=4096)
 def _name_flags(name: str, source: str) -> tuple[bool, bool, bool]:
     """(an attention op, an attention module, a projection) by a node's name."""
-    attn_op = source == "cpu_op" and (name in ATTENTION_OPS or bool(ATTENTION_OP_REGEX.search(name)))
-    attn_module = source == "python_function" and bool(ATTENTION_MODULE_REGEX.search(name.removeprefix(MODULE_PREFIX)))
+    attn_op = source == "op" and (name in ATTENTION_OPS or bool(ATTENTION_OP_REGEX.search(name)))
+    attn_module = source == "python" and bool(ATTENTION_MODULE_REGEX.search(name.removeprefix(MODULE_PREFIX)))
     return attn_op, attn_module, bool(PROJECTION_REGEX.search(name))
 
 
@@ -192,7 +193,7 @@ def node_chains(nodes: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray
     n = len(nodes)
     parent = nodes["parent"].to_numpy().astype(np.int64)
     sources = nodes["source"].to_numpy()
-    is_op, is_module = sources == "cpu_op", sources == "python_function"
+    is_op, is_module = sources == "op", sources == "python"
     has_work = (nodes["has_work"].to_numpy() if "has_work" in nodes.columns
                 else nodes["family"].is_not_null().to_numpy() if "family" in nodes.columns
                 else np.array([w is not None for w in node_work(nodes)], dtype=bool))
@@ -270,7 +271,7 @@ def register_attribution(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> N
 
 def load_modules(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """The module nodes of ``op_nodes`` (``node, name, module_parent``: the nearest module above), in row order."""
-    return con.sql("SELECT node, name, module_parent FROM op_nodes WHERE source = 'python_function' ORDER BY node").pl()
+    return con.sql("SELECT node, name, module_parent FROM op_nodes WHERE source = 'python' ORDER BY node").pl()
 
 
 def load_nodes(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
