@@ -169,10 +169,10 @@ class GapFinding(_Strict, omit_defaults=True, kw_only=True):
     host: GapHost | None = None  # absent where the gap's next operation has no launching thread
 
 
-class LongestBeforeFirst(_Strict, kw_only=True):
+class LongestBeforeFirst(_Strict, omit_defaults=True, kw_only=True):
     step: str | None
     dur_ns: int
-    host: GapHost | None
+    host: GapHost | None = None  # absent where the first operation has no launching thread
 
 
 class BeforeFirstKernel(_Strict, kw_only=True):
