@@ -10,6 +10,7 @@ pitfalls P1-P12 handled here.
 
 from __future__ import annotations
 
+import itertools
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -139,7 +140,8 @@ class _Loader(ArrowStream):
         table = reader.read_all()
         if self.errors:
             raise InputError(self.errors[0])
-        return table
+        # An empty StringIds comes back from adbc with untyped (int64) columns: keep the typed empty table.
+        return table if table.num_rows else self.strings
 
     def _kernels_on_own_connections(self) -> None:
         try:
@@ -258,6 +260,8 @@ class _Loader(ArrowStream):
             f"SELECT {select}, coalesce(text, '') AS text, text IS NULL AS text_null "
             f"FROM {table} WHERE eventType IN ({types})"
         )
+        if (events := _rows_or_none(self._stream(sql, table))) is None:
+            return  # no NVTX rows (adbc would type the empty table's text column int64)
         # Domain name: the type-75 row of the same domainId in the same process (facts §2.6).
         self._insert(
             f"""INSERT INTO ranges (pid, tid, start_ns, end_ns, dur_ns, name, domain, source, style, end_tid, kind)
@@ -275,7 +279,7 @@ class _Loader(ArrowStream):
                 FROM ev LEFT JOIN domains d
                     ON d.pid = ev.pid AND d.domainId = ev.domainId AND ev.domainId <> 0
                 WHERE ev.eventType <> {NVTX_DOMAIN_CREATE}""",
-            {"_nsys_n": self._stream(sql, table)},
+            {"_nsys_n": events},
         )
 
     def _threads(self) -> None:
@@ -397,3 +401,15 @@ class _Loader(ArrowStream):
 # The pids of every process with events in the store.
 _EVENT_PIDS = """SELECT pid FROM kernels UNION SELECT pid FROM memops UNION SELECT pid FROM api_calls
     UNION SELECT pid FROM ranges"""
+
+
+def _rows_or_none(source: pa.RecordBatchReader | pa.Table) -> pa.RecordBatchReader | pa.Table | None:
+    """The source, or None when it holds no row: a stream is read up to its first non-empty batch and
+    handed on whole (that batch put back in front)."""
+    if isinstance(source, pa.Table):
+        return source if source.num_rows else None
+    for batch in source:
+        if batch.num_rows:
+            return pa.RecordBatchReader.from_batches(source.schema, itertools.chain([batch], source))
+    return None
+

@@ -690,3 +690,18 @@ def test_json_with_a_byte_order_mark_or_leading_whitespace_is_a_trace(tmp_path: 
     code, out, err = run("kernels", path, "--no-cache", "--format", "json")
     assert code == 0, err
     assert json.loads(out) == json.loads(plain[1])
+
+
+def test_an_empty_schema_3_25_export_gets_one_line(tmp_path: Path, shared_traces: Path) -> None:
+    """Every table of a real 3.25 export, no row in any: analyze says what is missing (it was a bare
+    BinderException: adbc types an empty table's columns int64); info describes the empty capture."""
+    path = tmp_path / "empty.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript((shared_traces / "nsys" / "schema-3.25.sql").read_text())
+    for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+        con.execute(f'DELETE FROM "{table}"')
+    con.commit()
+    con.close()
+    assert_error(tmp_path, analyze(tmp_path, path), str(path), "has no CUDA kernels")
+    code, out, err = run("info", path, "--no-cache", "--format", "json")
+    assert code == 0, err
