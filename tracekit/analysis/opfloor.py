@@ -81,7 +81,8 @@ def unit_frame(con: duckdb.DuckDBPyConnection, steps: list[StepAccount], gpu: Gp
                      "a_gemm8": ceiling(gpu, "gemm", "fp8").rate_per_s,
                      "a_gemm16": ceiling(gpu, "gemm", "bf16").rate_per_s,
                      "a_att8": ceiling(gpu, "attention", "fp8").rate_per_s,
-                     "a_att16": ceiling(gpu, "attention", "bf16").rate_per_s}).pl()
+                     "a_att16": ceiling(gpu, "attention", "bf16").rate_per_s}).pl().rechunk()
+        # one chunk: float sums over it add in row order, whatever number of batches DuckDB's threads made
     finally:
         con.unregister("_op_windows")
 
@@ -189,7 +190,19 @@ def compute_op_floor(con: duckdb.DuckDBPyConnection, steps: list[StepAccount], g
         "classes": class_table(units, n), "ops": op_table(units, n),
         "steps": len(steps),
     }
-    return OpFloor(section, t_opt, class_budgets, placement, units)
+    return OpFloor(_stable(section), t_opt, class_budgets, placement, units)
+
+
+def _stable(value: Any) -> Any:
+    """Floats to 12 significant digits, in nested dicts and lists: float sums over many ops differ in their
+    last bits with the order threads or workers add them, and a report must not."""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
 
 
 def _min_ratio(units: pl.DataFrame) -> dict[str, Any] | None:
