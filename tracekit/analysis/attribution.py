@@ -23,6 +23,8 @@ import duckdb
 import numpy as np
 import polars as pl
 
+from tracekit.analysis.replay import register_replay_ops
+from tracekit.analysis.replay_nodes import CAPTURE_PREFIX, copy_replayed, replayed_rows
 from tracekit.budgets.classify import ClassRules, register_classes
 from tracekit.floor.ops import ATTENTION_OPS, OpWork, op_work
 
@@ -81,36 +83,39 @@ _NODES_SQL = """
         SELECT (row_number() OVER (ORDER BY rank, pid, tid, start_ns, end_ns DESC, kind, name) - 1)::BIGINT AS node,
                rank, pid, tid, start_ns, end_ns, name, kind AS source,
                dense_rank() OVER (ORDER BY rank, pid, tid) AS thread
-        FROM ranges
+        FROM {prefix}ranges
         WHERE end_ns IS NOT NULL AND tid IS NOT NULL AND (kind = 'op'
            OR (kind = 'python' AND starts_with(name, 'nn.Module: '))
            OR (kind = 'range' AND NOT regexp_matches(name, '^ProfilerStep#')))),
     -- int-us traces record ops of one thread with the same start: end and a full order make the match one row
-    s AS (SELECT DISTINCT ON (rank, pid, tid, start_ns, end_ns, name) * FROM op_shapes
+    s AS (SELECT DISTINCT ON (rank, pid, tid, start_ns, end_ns, name) * FROM {prefix}op_shapes
           ORDER BY rank, pid, tid, start_ns, end_ns, name, input_dims, input_types, input_strides, concrete_inputs)
     SELECT r.*, s.input_dims, s.input_types, s.input_strides, s.concrete_inputs,
            w.family, w.flops, w.hbm_bytes, w.precision, w.detail
     FROM r LEFT JOIN s ON r.source = 'op' AND s.rank = r.rank AND s.pid = r.pid AND s.tid = r.tid
                       AND s.start_ns = r.start_ns AND s.end_ns = r.end_ns AND s.name = r.name
-    LEFT JOIN _op_work w ON w.name = r.name AND w.input_dims = s.input_dims  -- equalities: a hash join
+    LEFT JOIN {work} w ON w.name = r.name AND w.input_dims = s.input_dims  -- equalities: a hash join
          AND coalesce(w.input_types, '') = coalesce(s.input_types, '')
          AND coalesce(w.input_strides, '') = coalesce(s.input_strides, '')
          AND coalesce(w.concrete_inputs, '') = coalesce(s.concrete_inputs, '')
 """
 
 
-def op_nodes(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+def op_nodes(con: duckdb.DuckDBPyConnection, prefix: str = "", table: str = "_op_nodes") -> pl.DataFrame:
     """Host ranges that can own GPU work (cpu ops, ``nn.Module`` python functions, record_function ranges; not the
     step annotations) in (thread, start, longest first) order, with ``node`` (row), ``thread``, each op's work
     (``WORK_COLUMNS``, worked out once per distinct op and inputs) and ``parent`` (row); the recorded inputs stay
-    in the database (``register_attribution`` keeps them in the ``op_nodes`` table)."""
-    distinct = con.sql("SELECT DISTINCT name, input_dims, input_types, input_strides, concrete_inputs FROM op_shapes "
-                       "WHERE input_dims IS NOT NULL").pl()
+    in the database (temp table ``table``; ``register_attribution`` keeps them in the ``op_nodes`` table).
+    ``prefix``: of the store's tables read (``capture_``: a graph-capture trace's)."""
+    distinct = con.sql("SELECT DISTINCT name, input_dims, input_types, input_strides, concrete_inputs FROM "
+                       f"{prefix}op_shapes WHERE input_dims IS NOT NULL").pl()
     work = _with_work(distinct)  # noqa: F841 - read by DuckDB below
-    con.execute("CREATE OR REPLACE TEMP TABLE _op_work AS SELECT * FROM work")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _op_nodes AS {_NODES_SQL}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {table}_work AS SELECT * FROM work")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS "
+                + _NODES_SQL.format(prefix=prefix, work=f"{table}_work"))
+    con.execute(f"DROP TABLE {table}_work")
     frame = con.sql("SELECT node, rank, pid, tid, thread, start_ns, end_ns, name, source, family IS NOT NULL AS "
-                    "has_work FROM _op_nodes ORDER BY node").pl()
+                    f"has_work FROM {table} ORDER BY node").pl()
     parent, _ = nest(frame["thread"].to_numpy(), frame["start_ns"].to_numpy(), frame["end_ns"].to_numpy(),
                      np.zeros(0, np.int64), np.zeros(0, np.int64))
     return frame.with_columns(pl.Series("parent", parent))
@@ -254,8 +259,9 @@ def register_attribution(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> N
     register_classes(con, rules)
     base = dict(con.execute("SELECT name, class FROM kernel_class").fetchall())
     nodes = op_nodes(con)
+    nodes, gpu = with_replays(con, nodes, launching_nodes(con, nodes))
     chains = node_chains(nodes)
-    ops = attribute(nodes, launching_nodes(con, nodes), base, chains)  # noqa: F841 - read by DuckDB below
+    ops = attribute(nodes, gpu, base, chains)  # noqa: F841 - read by DuckDB below
     module = chains[1]
     parent = nodes["parent"].to_numpy()
     module_parent = np.where(parent >= 0, module[np.maximum(parent, 0)], -1)
@@ -265,8 +271,30 @@ def register_attribution(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> N
     con.execute("CREATE TEMP TABLE op_nodes AS SELECT n.* EXCLUDE (thread), l.parent, l.module_of, l.module_parent "
                 "FROM _op_nodes n JOIN links l USING (node) ORDER BY node")
     con.execute("DROP TABLE _op_nodes")
-    con.execute("DROP TABLE _op_work")
     con.execute("CREATE TEMP TABLE kernel_ops AS SELECT * FROM ops")
+
+
+def with_replays(con: duckdb.DuckDBPyConnection, nodes: pl.DataFrame, gpu: pl.DataFrame
+                 ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``nodes`` and ``gpu`` (``launching_nodes``) with replayed graph kernels fed the capture's ops: each graph
+    launch's capture nodes copied, each replayed kernel's node its copy (``tracekit.analysis.replay_nodes``)."""
+    register_replay_ops(con)
+    rows = replayed_rows(con)
+    if rows.is_empty():
+        return nodes, gpu
+    capture = op_nodes(con, CAPTURE_PREFIX, "_capture_nodes")
+    keys = capture.select("rank", "pid", "tid", "thread").unique()
+    rows = rows.with_columns(pl.col("rank").cast(keys["rank"].dtype), pl.col("capture_pid").cast(keys["pid"].dtype),
+                             pl.col("capture_tid").cast(keys["tid"].dtype))
+    thread = rows.join(keys, left_on=["rank", "capture_pid", "capture_tid"], right_on=["rank", "pid", "tid"],
+                       how="left", maintain_order="left")["thread"].fill_null(-1).to_numpy()
+    _, inner = nest(capture["thread"].to_numpy(), capture["start_ns"].to_numpy(), capture["end_ns"].to_numpy(),
+                    thread, rows["capture_launch_ns"].to_numpy())
+    inner[thread < 0] = -1
+    try:
+        return copy_replayed(con, nodes, gpu, capture, rows, inner)
+    finally:
+        con.execute("DROP TABLE _capture_nodes")
 
 
 def load_modules(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:

@@ -14,12 +14,12 @@ from tracekit.analysis.verdict import ms
 from tracekit.analysis.waits import waits_section
 from tracekit.parsers.kineto_tables import ATTENTION_OP_REGEX  # the ops whose shapes readers keep (op_shapes)
 from tracekit.parsers.schema import NO_GPU_ACTIVITY
+from tracekit.store.captures import STREAM_CAPTURE_REGEX
 
 #: Kernel launch calls (runtime and driver, CUDA and HIP); graph launches are not kernel launches.
 KERNEL_LAUNCH_REGEX = (r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|ModuleLaunchKernel|"
                        r"ExtModuleLaunchKernel|ExtLaunchKernel|HccModuleLaunchKernel)(_v\d+)?$|"
                        r"^cuLaunch(Kernel|KernelEx|CooperativeKernel)(_ptsz)?$")
-STREAM_CAPTURE_REGEX = r"^(cuda|hip|cu)StreamBeginCapture"
 #: Caveats that leave nothing to judge: the verdict is inconclusive with their text as the reason.
 BLOCKING_CAVEATS = frozenset({"graph_whole", "graph_capture_only"})
 #: Host process names of serving engines, whose traces come from the engine's profiler endpoint.

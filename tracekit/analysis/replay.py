@@ -28,7 +28,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from tracekit.analysis.caveats import STREAM_CAPTURE_REGEX
+from tracekit.store.captures import STREAM_CAPTURE_REGEX
 
 #: Where each engine or profiler writes what maps graph replays to their ops, for a trace without it.
 CAPTURE_HINTS = (
@@ -41,12 +41,13 @@ CAPTURE_HINTS = (
     "Nsight Systems: --cuda-graph-trace=node traces each graph node's kernel",
 )
 REPLAY_OPS_COLUMNS = ("rank", "pid", "device_id", "graph_correlation_id", "start_ns", "end_ns", "kernel",
-                      "capture_graph", "capture_node", "op", "op_start_ns", "op_shape", "module")
+                      "capture_graph", "capture_node", "op", "op_start_ns", "op_shape", "module", "capture_pid",
+                      "capture_tid", "capture_launch_ns")
 
 
-def _captured(con: duckdb.DuckDBPyConnection) -> dict[int, list[list[tuple[str, str | None, int | None,
-                                                                         str | None, str | None]]]]:
-    """Per rank, its captured graphs in capture order: each a list of (kernel, op, op start, shape, module)."""
+def _captured(con: duckdb.DuckDBPyConnection) -> dict[int, list[list[tuple[Any, ...]]]]:
+    """Per rank, its captured graphs in capture order: each a list of (kernel, op, op start, shape, module,
+    capturing process and thread, captured launch's start)."""
     rows = con.execute("""
         WITH l AS (
             SELECT a.rank, a.pid, a.tid, a.start_ns, a.end_ns, lk.kernel FROM capture_api_calls a
@@ -64,7 +65,7 @@ def _captured(con: duckdb.DuckDBPyConnection) -> dict[int, list[list[tuple[str, 
              AND r.end_ns >= l.end_ns
              AND (r.kind = 'op' OR (r.kind = 'python' AND starts_with(r.name, 'nn.Module: ')))
             GROUP BY l.rank, l.pid, l.tid, l.start_ns, l.end_ns)
-        SELECT o.rank, o.pid, o.start_ns, o.kernel, o.op, o.op_start, s.input_dims, o.module,
+        SELECT o.rank, o.pid, o.start_ns, o.kernel, o.op, o.op_start, s.input_dims, o.module, o.tid,
                (SELECT max(c.start_ns) FROM capture_api_calls c
                 WHERE c.rank = o.rank AND c.pid = o.pid AND c.start_ns <= o.start_ns
                   AND regexp_matches(c.name, $capture)) AS graph_start
@@ -73,11 +74,12 @@ def _captured(con: duckdb.DuckDBPyConnection) -> dict[int, list[list[tuple[str, 
         ORDER BY o.rank, o.start_ns
     """, {"capture": STREAM_CAPTURE_REGEX}).fetchall()
     graphs: dict[int, dict[tuple[int, int], list[Any]]] = defaultdict(dict)
-    for rank, pid, _, kernel, op, op_start, shape, module, graph_start in rows:
+    for rank, pid, launch_ns, kernel, op, op_start, shape, module, tid, graph_start in rows:
         if graph_start is None:
             continue  # launched outside any stream capture
         module = module.removeprefix("nn.Module: ") if module else None
-        graphs[rank].setdefault((pid, graph_start), []).append((kernel, op, op_start, shape, module))
+        graphs[rank].setdefault((pid, graph_start), []).append((kernel, op, op_start, shape, module, pid,
+                                                                tid, launch_ns))
     return {rank: [g[k] for k in sorted(g, key=lambda k: k[1])] for rank, g in graphs.items()}
 
 
@@ -118,13 +120,13 @@ def map_replays(con: duckdb.DuckDBPyConnection) -> pa.Table:
             for a, b, size in matcher.get_matching_blocks():
                 for i in range(size):
                     device, s, e, name = kernels[a + i]
-                    _, op, op_start, shape, module = nodes[b + i]
-                    for col, v in zip(REPLAY_OPS_COLUMNS, (rank, pid, device, corr, s, e, name, g, b + i, op,
-                                                           op_start, shape, module), strict=True):
+                    _, op, op_start, shape, module, c_pid, c_tid, c_ns = nodes[b + i]
+                    for col, v in zip(REPLAY_OPS_COLUMNS, (rank, pid, device, corr, s, e, name, g, b + i, op, op_start,
+                                                           shape, module, c_pid, c_tid, c_ns), strict=True):
                         out[col].append(v)
     types = {"rank": pa.int32(), "pid": pa.int64(), "device_id": pa.int32(), "graph_correlation_id": pa.int64(),
              "start_ns": pa.int64(), "end_ns": pa.int64(), "capture_graph": pa.int32(), "capture_node": pa.int32(),
-             "op_start_ns": pa.int64()}
+             "op_start_ns": pa.int64(), "capture_pid": pa.int64(), "capture_tid": pa.int64(), "capture_launch_ns": pa.int64()}
     return pa.table({c: pa.array(v, types.get(c, pa.string())) for c, v in out.items()})
 
 
@@ -150,7 +152,7 @@ _NODE_OPS_SQL = """
             AND h.kind IN ('range', 'op')
            GROUP BY ALL)
     SELECT k.rank, k.pid, k.device_id, k.correlation_id, k.start_ns, k.end_ns, k.name, NULL, k.graph_node_id,
-           o.op, o.op_start, NULL, NULL
+           o.op, o.op_start, NULL, NULL, NULL, NULL, NULL
     FROM kernels k JOIN op o ON o.rank = k.rank AND o.pid = k.pid AND o.node = k.graph_node_id
     WHERE NOT EXISTS (SELECT 1 FROM replay_ops r WHERE r.rank = k.rank AND r.pid = k.pid AND r.device_id = k.device_id
                         AND r.start_ns = k.start_ns AND r.end_ns = k.end_ns AND r.kernel = k.name)
@@ -160,7 +162,11 @@ _NODE_OPS_SQL = """
 def register_replay_ops(con: duckdb.DuckDBPyConnection) -> None:
     """Create (or replace) the connection's ``replay_ops`` table: kernels matched to a capture, then graph
     kernels the trace itself annotates (PyTorch ``cuda_graph_annotations``: ``module`` is the annotation's
-    ``module_fqn``, ``capture_node`` the graph node id, ``op`` unknown)."""
+    ``module_fqn``, ``capture_node`` the graph node id, ``op`` unknown). Once per connection: the op
+    attribution (``tracekit.analysis.attribution``) and the report's ``graphs`` section read the same table."""
+    if con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'replay_ops'"
+                   ).fetchall()[0][0]:
+        return
     con.register("_replay_ops", map_replays(con))
     try:
         con.execute("CREATE OR REPLACE TEMP TABLE replay_ops AS SELECT * FROM _replay_ops")
@@ -170,7 +176,7 @@ def register_replay_ops(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("""
         INSERT INTO replay_ops
         SELECT k.rank, k.pid, k.device_id, k.correlation_id, k.start_ns, k.end_ns, k.name, NULL, k.graph_node_id,
-               NULL, NULL, NULL, k.annotation
+               NULL, NULL, NULL, k.annotation, NULL, NULL, NULL
         FROM kernels k WHERE k.annotation IS NOT NULL AND NOT EXISTS (
             SELECT 1 FROM replay_ops r WHERE r.rank = k.rank AND r.pid = k.pid AND r.device_id = k.device_id
               AND r.start_ns = k.start_ns AND r.end_ns = k.end_ns AND r.kernel = k.name)

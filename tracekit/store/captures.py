@@ -20,6 +20,8 @@ import duckdb
 T = TypeVar("T")
 #: The engines' names for their capture traces (SGLang's capture_traces/bs_32_rank0, vLLM's graph_capture_rank_0).
 CAPTURE_NAME_REGEX = re.compile(r"graph_capture|capture_traces|(^|[_/])bs_\d+_rank\d+")
+#: The call that begins a stream capture (CUDA runtime, HIP, CUDA driver): a graph's capture starts there.
+STREAM_CAPTURE_REGEX = r"^(cuda|hip|cu)StreamBeginCapture"
 #: Store tables a capture trace keeps under ``capture_<table>``.
 CAPTURE_TABLES = ("trace_info", "api_calls", "kernels", "ranges", "op_shapes", "launch_kernels")
 
@@ -27,7 +29,7 @@ CAPTURE_TABLES = ("trace_info", "api_calls", "kernels", "ranges", "op_shapes", "
 def is_graph_capture(con: duckdb.DuckDBPyConnection, alias: str, path: Path) -> bool:
     """Whether the attached store ``alias`` (of ``path``) is a graph-capture trace."""
     captures, captured, executed = con.execute(f"""
-        SELECT (SELECT count(*) FROM {alias}.api_calls WHERE regexp_matches(name, '^(cuda|hip|cu)StreamBeginCapture')),
+        SELECT (SELECT count(*) FROM {alias}.api_calls WHERE regexp_matches(name, '{STREAM_CAPTURE_REGEX}')),
                (SELECT count(*) FROM {alias}.api_calls a
                 WHERE regexp_matches(a.name, 'Launch') AND NOT regexp_matches(a.name, 'GraphLaunch')
                   AND NOT EXISTS (SELECT 1 FROM {alias}.kernels k
