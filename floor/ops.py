@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .ops_engine import ENGINE_OPS, engine_work
+
 #: bytes per element of the dtypes PyTorch names in ``Input type``.
 DTYPE_BYTES = {
     "c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "long int": 8, "long": 8, "int": 4,
@@ -38,7 +40,7 @@ SCALAR_TYPE_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 8: 4, 9: 8,
 class OpWork:
     """What one op instance must do. ``flops`` None: no FLOP model (the bytes bound alone)."""
 
-    family: str  # gemm, attention, conv, norm, softmax, elementwise, reduction, embedding, copy
+    family: str  # gemm, attention, conv, norm, softmax, elementwise, reduction, embedding, copy, moe
     flops: float | None
     hbm_bytes: float
     precision: str  # 'fp8' or 'bf16': which tensor peak its matrix work is bounded by
@@ -364,43 +366,6 @@ def _memory_bound(name: str, args: list[Arg]) -> OpWork | None:
     return None
 
 
-# Serving engines' custom ops whose recorded inputs say what they read and write: name -> (family, indices of
-# the inputs read, indices of the inputs written in place or as the output). vLLM's ``_C`` kernels.
-_ENGINE_OPS = {
-    "_C::rms_norm": ("norm", (1, 2), (0,)),  # (out, input, weight, eps)
-    "_C::fused_add_rms_norm": ("norm", (0, 1, 2), (0, 1)),  # (input, residual, weight, eps): both updated
-    "_C::rotary_embedding": ("elementwise", (0, 1, 2), (1, 2)),  # (positions, query, key, ...): q, k in place
-    "_C::silu_and_mul": ("elementwise", (1,), (0,)),  # (out, input)
-    "_C::gelu_and_mul": ("elementwise", (1,), (0,)),
-    "_C::static_scaled_fp8_quant": ("copy", (1, 2), (0,)),  # (out, input, scale)
-    "_C::dynamic_scaled_fp8_quant": ("copy", (1,), (0,)),
-    "_C::dynamic_per_token_scaled_fp8_quant": ("copy", (1,), (0,)),
-    # (query, key, value, output, ...): the context's keys and values are in the cache, not the inputs, so
-    # only q, the new k/v and the output are known: a bytes bound, no FLOP model.
-    "vllm::unified_attention_with_output": ("attention", (0, 1, 2), (3,)),
-}
-
-
-def _engine(name: str, args: list[Arg]) -> OpWork | None:
-    if name == "_C_cache_ops::reshape_and_cache_flash" or name == "_C_cache_ops::reshape_and_cache":
-        # (key, value, key_cache, value_cache, slot_mapping, ...): the new keys and values written into the cache
-        # at the cache's dtype (FP8 caches write one byte an element).
-        if len(args) < 5 or any(a.dims is None for a in args[:5]):
-            return None
-        k, v, kc, _, slots = args[:5]
-        elem = min(k.elem, kc.elem)
-        return OpWork("copy", None, float(k.nbytes + v.nbytes + slots.nbytes + (k.numel + v.numel) * elem), "bf16",
-                      f"{k.dims} into the KV cache")
-    family, reads, writes = _ENGINE_OPS[name]
-    if max(reads + writes) >= len(args) or any(args[i].dims is None for i in reads + writes):
-        return None
-    hbm = sum(args[i].nbytes for i in reads) + sum(args[i].numel * args[i].elem for i in writes)
-    return OpWork(family, None, float(hbm), "bf16", f"{args[reads[-1] if family != 'norm' else reads[0]].dims}")
-
-
-ENGINE_OPS = frozenset(_ENGINE_OPS) | {"_C_cache_ops::reshape_and_cache_flash", "_C_cache_ops::reshape_and_cache"}
-
-
 def op_work(name: str, dims: list[Any], types: list[Any] | None = None, strides: list[Any] | None = None,
             concrete: list[Any] | None = None) -> OpWork | None:
     """The work of one op from its recorded inputs, or None when there is no model for it."""
@@ -413,11 +378,11 @@ def op_work(name: str, dims: list[Any], types: list[Any] | None = None, strides:
         if name in _CONV:
             return _conv(name, args)
         if name in ENGINE_OPS:
-            return _engine(name, args)
+            return engine_work(name, args, OpWork, _precision)
         return _mm(name, args) or _memory_bound(name, args)
     except (ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError):
         return None
 
 
 #: op families whose work is the model of a part of the network, for the per-op table's "modelled" column.
-FAMILIES = ("gemm", "attention", "conv", "norm", "softmax", "elementwise", "reduction", "embedding", "copy")
+FAMILIES = ("gemm", "attention", "conv", "norm", "softmax", "elementwise", "reduction", "embedding", "copy", "moe")

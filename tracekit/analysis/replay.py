@@ -126,7 +126,8 @@ def map_replays(con: duckdb.DuckDBPyConnection) -> pa.Table:
                         out[col].append(v)
     types = {"rank": pa.int32(), "pid": pa.int64(), "device_id": pa.int32(), "graph_correlation_id": pa.int64(),
              "start_ns": pa.int64(), "end_ns": pa.int64(), "capture_graph": pa.int32(), "capture_node": pa.int32(),
-             "op_start_ns": pa.int64(), "capture_pid": pa.int64(), "capture_tid": pa.int64(), "capture_launch_ns": pa.int64()}
+             "op_start_ns": pa.int64(), "capture_pid": pa.int64(), "capture_tid": pa.int64(),
+             "capture_launch_ns": pa.int64()}
     return pa.table({c: pa.array(v, types.get(c, pa.string())) for c, v in out.items()})
 
 
