@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .ops_engine import ENGINE_OPS, engine_work
+from .ops_engine import engine_work, is_engine_op
 
 #: bytes per element of the dtypes PyTorch names in ``Input type``.
 DTYPE_BYTES = {
@@ -28,9 +28,13 @@ DTYPE_BYTES = {
 #: the tensor peak a dtype's matrix work runs at: 'fp8' (FP8/INT8 units) or 'bf16' (every wider type: the
 #: BF16 dense peak is at least the FP16, TF32 and FP32 peak of every catalogued GPU, so a bound stays a bound).
 FP8_DTYPES = frozenset({"c10::Float8_e4m3fn", "c10::Float8_e5m2", "c10::Float8_e4m3fnuz", "c10::Float8_e5m2fnuz",
-                        "c10::Float4_e2m1fn_x2", "signed char", "c10::qint8"})
+                        "c10::Float4_e2m1fn_x2", "signed char", "c10::qint8", "(dtype not recorded)"})
 LIST_ELEMENT = "(tensor list element)"  # dtype of a tensor in a TensorList argument: unrecorded, 1 byte
 DTYPE_BYTES[LIST_ELEMENT] = 1
+#: dtype of a tensor whose sizes alone are recorded (PyTorch's NVTX op ranges, parsers/nsys_shapes.py): one
+#: byte an element and the FP8 peak, so its floor is a lower bound whatever the real dtype.
+UNRECORDED_DTYPE = "(dtype not recorded)"
+DTYPE_BYTES[UNRECORDED_DTYPE] = 1
 # torch.ScalarType numbers as ``Concrete Inputs`` gives a dtype argument (c10/core/ScalarType.h).
 SCALAR_TYPE_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 8: 4, 9: 8, 10: 16, 11: 1, 15: 2,
                      23: 1, 24: 1, 25: 1, 26: 1}
@@ -377,7 +381,7 @@ def op_work(name: str, dims: list[Any], types: list[Any] | None = None, strides:
             return _attention(name, args)
         if name in _CONV:
             return _conv(name, args)
-        if name in ENGINE_OPS:
+        if is_engine_op(name):
             return engine_work(name, args, OpWork, _precision)
         return _mm(name, args) or _memory_bound(name, args)
     except (ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError):

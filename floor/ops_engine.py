@@ -12,6 +12,9 @@ part of what they are given (a KV cache, a page table). Each model counts what t
   experts, so at least k experts' weights are read; which others are used the trace does not say);
 - **``vllm::moe_forward``**, whose expert weights are not among its inputs: the hidden states and router logits
   read and the output written (a bytes bound, far below what the experts' weights cost);
+- **paged decode attention** (SGLang's ``attention_paged_attention_ragged``): the query read and the output
+  written (the cached keys and values are not among its inputs: a loose bytes bound, as for vLLM's
+  ``unified_attention_with_output``);
 - **paged prefill attention** (``aiter::mha_batch_prefill``): causal, each of the b sequences' new tokens sees
   at least the new tokens before it, so with T new tokens the score work is at least b·f(T/b), f(x) = x(x+1)/2
   (f is convex: equal sequences do the least); each new token's key and value are read at least once.
@@ -58,7 +61,16 @@ _FUSED_MOE = frozenset({"vllm::outplace_fused_experts", "vllm::inplace_fused_exp
 #: paged prefill attention: (q [Tq, H, d], k [pages, Hkv, d], v, cu_seqlens_q [b + 1], kv_indptr, kv_page_indices,
 #: max_seqlen_q, max_seqlen_k, dropout, scale, soft cap, zero_tensors, is_causal, ...)
 _PAGED_PREFILL = frozenset({"aiter::mha_batch_prefill"})
+#: paged decode attention that SGLang's profiler records as ``sglang_profiler::attention_paged_attention_ragged_N``:
+#: (query [B, H, d], workspace, output [B, H, d], key cache, value cache, ...): the cached keys and values it reads
+#: are not in its inputs, so the query read and the output written are its bound (a loose bytes bound)
+PAGED_DECODE_PREFIX = "sglang_profiler::attention_paged_attention_ragged"
 ENGINE_OPS = frozenset(_ARGS) | _CACHE_WRITES | _FUSED_MOE | _PAGED_PREFILL
+
+
+def is_engine_op(name: str) -> bool:
+    """Whether ``engine_work`` has a model of op ``name``."""
+    return name in ENGINE_OPS or name.startswith(PAGED_DECODE_PREFIX)
 
 
 def engine_work(name: str, args: list[Any], work: type, precision: Any) -> Any:
@@ -75,6 +87,11 @@ def engine_work(name: str, args: list[Any], work: type, precision: Any) -> Any:
         return _fused_moe(args, work, precision)
     if name in _PAGED_PREFILL:
         return _paged_prefill(args, work, precision)
+    if name.startswith(PAGED_DECODE_PREFIX):
+        if len(args) < 3 or args[0].dims is None or len(args[0].dims) != 3 or args[2].dims != args[0].dims:
+            return None
+        return work("attention", None, float(args[0].nbytes + args[2].numel * args[2].elem), "bf16",
+                    f"{args[0].dims} (cached keys and values not recorded)")
     family, reads, writes, like = _ARGS[name]
     used = reads + writes + ((like,) if like is not None else ())
     if max(used) >= len(args) or any(args[i].dims is None for i in used):

@@ -26,6 +26,7 @@ from tracekit.parsers.schema import NO_GPU_ACTIVITY, write_capture
 from .nsys_graphs import read_graph_nodes
 from .nsys_meta import KERNEL_TABLE, ExportInfo, capture_facts, inspect_export
 from .nsys_ranks import assign_process_ranks
+from .nsys_shapes import read_nvtx_shapes
 from .nsys_stream import ArrowStream, one_line
 
 PID = "(({g} >> 24) & 16777215)"  # the pid in a globalPid/globalTid (facts §2.10)
@@ -281,6 +282,7 @@ class _Loader(ArrowStream):
                 WHERE ev.eventType <> {NVTX_DOMAIN_CREATE}""",
             {"_nsys_n": events},
         )
+        read_nvtx_shapes(self.con)  # PyTorch's op ranges with sizes (--pytorch=autograd-shapes-nvtx): cpu ops
 
     def _threads(self) -> None:
         """Threads of the processes with events: named ones from ThreadNames, plus unnamed callers."""

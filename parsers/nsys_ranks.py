@@ -13,7 +13,7 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 
-RANKED_TABLES = ("kernels", "memops", "api_calls", "ranges", "threads", "processes", "graph_nodes")
+RANKED_TABLES = ("kernels", "memops", "api_calls", "ranges", "threads", "processes", "graph_nodes", "op_shapes")
 
 
 def assign_process_ranks(con: duckdb.DuckDBPyConnection, recorded_rank: int | None
