@@ -4,11 +4,11 @@ For each trace (and each replay trace given with its graph-capture trace) it run
 config and prints, from the report's ``op_floor`` section (over the analysed complete steps, communication
 left out):
 
-- ``gpu ms``: the non-communication GPU time per step;
-- ``covered``: the share of it whose op unit has a floor (``covered_fraction``);
-- ``launched``: the share of it whose launch call the capture holds (kernels launched before the profiler
-  started have no launching op: no shapes to read);
-- ``of launched``: covered over launched (``covered_launched_fraction``);
+- ``gpu ms``: the GPU time per step (every class);
+- ``covered``: the share of the non-communication GPU time whose op unit has a floor (``covered_fraction``);
+- ``with an op``: the share of it that has a launching op in the capture (``unattributed_ns`` is the rest:
+  kernels queued before the profiler started, or replayed from a graph whose capture is not given, have none);
+- ``of those``: covered over the time with a launching op (``covered_launched_fraction``);
 - ``min ratio``: the smallest measured / t_opt of any op instance (below 1: an op beat its floor);
 - the op without a floor that has most GPU time.
 
@@ -49,9 +49,10 @@ def coverage(paths: list[Path], cache_dir: Path) -> dict:
         return {"op_floor": None}
     gpu_ns = sum(c["measured_ns"] for c in op["classes"].values())
     covered, of_launched = op["covered_fraction"], op["covered_launched_fraction"]
+    with_op = covered / of_launched if of_launched else None  # time with a launching op / non-communication time
     unmodelled = op["unmodelled"][0] if op["unmodelled"] else None
     return {"op_floor": True, "steps": op["steps"], "gpu_ms": gpu_ns / 1e6, "covered": covered,
-            "launched": covered / of_launched if of_launched else None, "of_launched": of_launched,
+            "launched": with_op, "of_launched": of_launched,
             "min_ratio": (op["min_instance_ratio"] or {}).get("ratio"),
             "top_unmodelled": f"{unmodelled['op']} {unmodelled['measured_ns'] / 1e6:.3f} ms" if unmodelled else "-"}
 
@@ -62,7 +63,7 @@ def main() -> int:
     parser.add_argument("--cache-dir", type=Path, default=None)
     args = parser.parse_args()
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="tracekit-coverage-"))
-    print("| trace | steps | gpu ms | covered | launched | of launched | min ratio | largest without a floor |")
+    print("| trace | steps | gpu ms | covered | with an op | of those | min ratio | largest without a floor |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     for group in SHAPED:
         paths = [args.shared / p for p in group]

@@ -185,6 +185,9 @@ def compute_op_floor(con: duckdb.DuckDBPyConnection, steps: list[StepAccount], g
         "covered_fraction": covered / gpu_ns if gpu_ns else 0.0,
         # of the GPU time that has a launching op in the capture (kernels launched before it began have none)
         "covered_launched_fraction": covered / launched if launched else 0.0,
+        # per step: GPU time with no launching op in the capture (queued before the profiler started, or replayed
+        # from a graph whose capture trace is not given): no op, no shapes, so no op floor can speak for it
+        "unattributed_ns": int(round((gpu_ns - launched) / n)),
         "min_instance_ratio": _min_ratio(units),
         "unmodelled": _unmodelled(units, n),
         "classes": class_table(units, n), "ops": op_table(units, n),
@@ -283,6 +286,9 @@ def verdict_coverage_reason(op: OpFloor) -> str | None:
     if covered >= MIN_VERDICT_COVERAGE:
         return None
     top = ", ".join(f"{u['op']} {u['measured_ns'] / 1e6:.3f} ms" for u in op.section["unmodelled"][:3])
-    return (f"no --config, and the op floor speaks for only {covered:.0%} of the GPU time (under "
+    outside = op.section["unattributed_ns"]
+    of_launched = (f", {op.section['covered_launched_fraction']:.0%} of the GPU time the capture launched"
+                   if outside else "")
+    return (f"no --config, and the op floor speaks for only {covered:.0%} of the GPU time{of_launched} (under "
             f"{MIN_VERDICT_COVERAGE:.0%}; without one: {top}): a verdict from it would judge the rest unseen; "
             "give --config (tracekit config-draft FILE drafts one)")

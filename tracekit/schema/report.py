@@ -447,6 +447,7 @@ class OpFloor(_Strict, kw_only=True):
     position: float | None
     covered_fraction: float | None
     covered_launched_fraction: float | None
+    unattributed_ns: Number | None
     min_instance_ratio: MinInstance | None
     unmodelled: list[Unmodelled]
     classes: dict[str, OpClass]
