@@ -12,7 +12,9 @@ left out):
 - ``min ratio``: the smallest measured / t_opt of any op instance (below 1: an op beat its floor);
 - the op without a floor that has most GPU time.
 
-    python bench/op_coverage.py [--shared ../shared/traces] [--cache-dir DIR]
+    python bench/op_coverage.py [--shared ../shared/traces] [--cache-dir DIR] [--write-doc]
+
+``--write-doc`` also writes the table into docs/op-floor.md (between its ``coverage`` markers).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "op-floor.md"
+BEGIN, END = "<!-- coverage:begin -->", "<!-- coverage:end -->"
 #: the shared traces that record op shapes, each a list of paths analysed together (a replay with its capture)
 SHAPED = (
     ("torch/tracelens__h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",),
@@ -61,25 +65,33 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared" / "traces")
     parser.add_argument("--cache-dir", type=Path, default=None)
+    parser.add_argument("--write-doc", action="store_true")
     args = parser.parse_args()
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="tracekit-coverage-"))
-    print("| trace | steps | gpu ms | covered | with an op | of those | min ratio | largest without a floor |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    lines = ["| trace | steps | gpu ms | covered | with an op | of those | min ratio | largest without a floor |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    print("\n".join(lines))
     for group in SHAPED:
         paths = [args.shared / p for p in group]
         name = " + ".join(Path(p).name for p in group)
         if not all(p.exists() for p in paths):
-            print(f"| {name} | missing |")
+            lines.append(f"| {name} | missing |")
+            print(lines[-1])
             continue
         c = coverage(paths, cache)
         if c["op_floor"] is None:
-            print(f"| {name} | no op floor |")
+            lines.append(f"| {name} | no op floor |")
+            print(lines[-1])
             continue
         launched = f"{c['launched']:.1%}" if c["launched"] is not None else "-"
         ratio = f"{c['min_ratio']:.3f}" if c["min_ratio"] is not None else "-"
-        print(f"| {name} | {c['steps']} | {c['gpu_ms']:.3f} | {c['covered']:.1%} | {launched} | "
-              f"{c['of_launched']:.1%} | {ratio} | {c['top_unmodelled']} |")
-        sys.stdout.flush()
+        lines.append(f"| {name} | {c['steps']} | {c['gpu_ms']:.3f} | {c['covered']:.1%} | {launched} | "
+                     f"{c['of_launched']:.1%} | {ratio} | {c['top_unmodelled']} |")
+        print(lines[-1], flush=True)
+    if args.write_doc:
+        text = DOC.read_text(encoding="utf-8")
+        head, rest = text.split(BEGIN, 1)
+        DOC.write_text(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + rest.split(END, 1)[1], encoding="utf-8")
     return 0
 
 

@@ -227,10 +227,12 @@ def node_chains(nodes: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 
 def attribute(nodes: pl.DataFrame, gpu: pl.DataFrame, base_class: dict[str, str],
-              chains: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> pl.DataFrame:
+              chains: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+              keep: frozenset[str] = frozenset()) -> pl.DataFrame:
     """``gpu`` (from ``launching_nodes`` or any kernel -> node mapping, column ``node``) with its unit, module and
     class: ``unit`` (node row owning the time, -1 none), ``module`` (innermost ``nn.Module`` node, -1 none),
-    ``attention`` (bool) and ``class`` (the name's class, attn_core for attention)."""
+    ``attention`` (bool) and ``class`` (the name's class, attn_core for attention unless the name's class is
+    in ``keep``: a collective launched inside an attention module stays communication)."""
     unit, module, attention = chains if chains is not None else node_chains(nodes)
     node = gpu["node"].to_numpy()
     has = node >= 0
@@ -244,7 +246,8 @@ def attribute(nodes: pl.DataFrame, gpu: pl.DataFrame, base_class: dict[str, str]
     memop = gpu["is_memop"].to_numpy()
     names = gpu["name"].to_list()
     base = [n if m else base_class.get(n, "other") for n, m in zip(names, memop.tolist(), strict=True)]
-    cls = ["attn_core" if a and not m else b for a, b, m in zip(attn.tolist(), base, memop.tolist(), strict=True)]
+    cls = ["attn_core" if a and not m and b not in keep else b
+           for a, b, m in zip(attn.tolist(), base, memop.tolist(), strict=True)]
     return gpu.with_columns(pl.Series("unit", pick(unit, -1, np.int64), pl.Int64),
                             pl.Series("module", pick(module, -1, np.int64), pl.Int64),
                             pl.Series("attention", attn, pl.Boolean), pl.Series("class", cls, pl.String))
@@ -261,7 +264,7 @@ def register_attribution(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> N
     nodes = op_nodes(con)
     nodes, gpu = with_replays(con, nodes, launching_nodes(con, nodes))
     chains = node_chains(nodes)
-    ops = attribute(nodes, gpu, base, chains)  # noqa: F841 - read by DuckDB below
+    ops = attribute(nodes, gpu, base, chains, frozenset(rules.communication))  # noqa: F841 - read by DuckDB below
     module = chains[1]
     parent = nodes["parent"].to_numpy()
     module_parent = np.where(parent >= 0, module[np.maximum(parent, 0)], -1)
