@@ -68,6 +68,17 @@ PAGED_DECODE_PREFIX = "sglang_profiler::attention_paged_attention_ragged"
 ENGINE_OPS = frozenset(_ARGS) | _CACHE_WRITES | _FUSED_MOE | _PAGED_PREFILL
 
 
+#: ops whose bound leaves out their main operands (expert weights, the cached context): a floor far below the work,
+#: which the op floor's verdict does not rest on (``loose``)
+LOOSE_OPS = frozenset({"vllm::moe_forward", "vllm::unified_attention_with_output"})
+LOOSE_PREFIXES = (PAGED_DECODE_PREFIX,)
+
+
+def loose(name: str) -> bool:
+    """Whether op ``name``'s floor leaves out its main operands (a bytes bound on what its inputs record)."""
+    return name in LOOSE_OPS or name.startswith(LOOSE_PREFIXES)
+
+
 def is_engine_op(name: str) -> bool:
     """Whether ``engine_work`` has a model of op ``name``."""
     return name in ENGINE_OPS or name.startswith(PAGED_DECODE_PREFIX)

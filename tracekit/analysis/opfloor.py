@@ -22,6 +22,7 @@ from tracekit.analysis.accounting import StepAccount
 from tracekit.floor import NEAR_FLOOR_THRESHOLD, Placement, place_bound
 from tracekit.floor.ceilings import ceiling
 from tracekit.floor.hardware import GpuSpec
+from tracekit.floor.ops_engine import LOOSE_OPS, LOOSE_PREFIXES, loose
 
 TOP_OPS = 25  # rows of the per-op table
 #: without a config the op floor decides the verdict only when it speaks for this share of the GPU time
@@ -171,6 +172,9 @@ def compute_op_floor(con: duckdb.DuckDBPyConnection, steps: list[StepAccount], g
     gpu_ns = float(compute_units["measured_ns"].sum())
     covered = float(compute_units.filter(pl.col("has_floor"))["measured_ns"].sum())
     launched = float(compute_units.filter(pl.col("unit") >= 0)["measured_ns"].sum())
+    loose_ns = float(compute_units.filter(pl.col("has_floor") & (pl.col("op").is_in(list(LOOSE_OPS))
+                                                                 | pl.col("op").str.starts_with(LOOSE_PREFIXES[0])))
+                     ["measured_ns"].sum())
     section = {
         "hardware": gpu_key, "peak_kind": "physical",
         "t_opt_ns": t_opt, "binding": _binding(med),
@@ -188,6 +192,9 @@ def compute_op_floor(con: duckdb.DuckDBPyConnection, steps: list[StepAccount], g
         # per step: GPU time with no launching op in the capture (queued before the profiler started, or replayed
         # from a graph whose capture trace is not given): no op, no shapes, so no op floor can speak for it
         "unattributed_ns": int(round((gpu_ns - launched) / n)),
+        # the share whose floor bounds the op's main operands (not a bytes bound on an op whose expert weights or
+        # cached context its inputs do not record): what the verdict from the op floor rests on
+        "tight_fraction": (covered - loose_ns) / gpu_ns if gpu_ns else 0.0,
         "min_instance_ratio": _min_ratio(units),
         "unmodelled": _unmodelled(units, n),
         "classes": class_table(units, n), "ops": op_table(units, n),
@@ -282,7 +289,13 @@ def work_inflation(op: OpFloor, model_t_opt_ns: int | None, model_budgets: dict[
 
 def verdict_coverage_reason(op: OpFloor) -> str | None:
     """Why the op floor may not decide the verdict (too little of the GPU time has one), or None when it may."""
-    covered = op.section["covered_fraction"]
+    covered, tight = op.section["covered_fraction"], op.section["tight_fraction"]
+    if covered >= MIN_VERDICT_COVERAGE and tight < MIN_VERDICT_COVERAGE:
+        ops = sorted({str(o["op"]) for o in op.section["ops"] if o["op"] and loose(o["op"])})
+        return (f"no --config, and the op floor bounds only {tight:.0%} of the GPU time by the work its ops "
+                f"must do (under {MIN_VERDICT_COVERAGE:.0%}): {', '.join(ops)} record neither expert weights nor "
+                "cached keys among their inputs, so their floor is a bytes bound far below their work; give --config "
+                "(tracekit config-draft FILE drafts one)")
     if covered >= MIN_VERDICT_COVERAGE:
         return None
     top = ", ".join(f"{u['op']} {u['measured_ns'] / 1e6:.3f} ms" for u in op.section["unmodelled"][:3])

@@ -448,6 +448,7 @@ class OpFloor(_Strict, kw_only=True):
     covered_fraction: float | None
     covered_launched_fraction: float | None
     unattributed_ns: Number | None
+    tight_fraction: float | None
     min_instance_ratio: MinInstance | None
     unmodelled: list[Unmodelled]
     classes: dict[str, OpClass]
