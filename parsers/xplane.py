@@ -1,7 +1,9 @@
 """Reader of JAX/XLA profiles: the ``tensorflow.profiler.XSpace`` protobuf (``*.xplane.pb``) into the store.
 
-Decoded with ``protobuf`` and the published ``xplane.proto`` (``parsers.xplane_proto``). Times: an event
-starts ``line.timestamp_ns + offset_ps / 1000`` and lasts ``duration_ps / 1000`` (picoseconds, rounded to ns).
+Decoded with ``protobuf`` and the published ``xplane.proto`` (``parsers.xplane_proto``): the frame (planes,
+lines, metadata, plane stats) by protobuf's C parser, the events and their stats in bulk from the lines' bytes
+(``parsers.xplane_events``), so no Python runs per event. Times: an event starts ``line.timestamp_ns +
+offset_ps / 1000`` and lasts ``duration_ps / 1000`` (picoseconds, rounded half up to ns).
 
 - Device planes ``/device:GPU:<n>`` (device id n, its ``core_count``, ``memory_size``, ``compute_cap_*``,
   ``device_vendor`` stats into ``devices``): events of a ``Stream #<s>(Kernel)`` line are kernels on stream s
@@ -24,16 +26,20 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from tracekit.errors import InputError
 from tracekit.parsers.kernel_names import function_name
 from tracekit.parsers.schema import NO_GPU_ACTIVITY, write_capture
-from tracekit.parsers.xplane_proto import XSpace
+from tracekit.parsers.xplane_events import Events, Stats, decode
+from tracekit.parsers.xplane_proto import XSpaceRaw
+from tracekit.parsers.xplane_wire import WireError, text
 
 PID = 0
 EPOCH_NS = 10**18
@@ -42,41 +48,38 @@ _STREAM = re.compile(r"^Stream #(\d+)\((\w+)\)")
 _DIMS = re.compile(r"\b(grid|block):(\d+),(\d+),(\d+)")
 _SIZE = re.compile(r"\bsize:(\d+)")
 _MODULE = re.compile(r":XLA (GPU )?[Mm]odule$")
-_TEXT_STATS = frozenset({"kernel_details", "memcpy_details", "hlo_op", "hlo_category"})
 _COPY_KINDS = {"MemcpyH2D": "HtoD", "MemcpyD2H": "DtoH", "MemcpyD2D": "DtoD", "MemcpyP2P": "PtoP"}
+# Line kinds. Device: a kernel stream, a copy stream, another line (counted, not read). Host: API calls,
+# Python functions, the rest (XLA modules and ops, runtime internals).
+KERNEL, COPY, SKIP, CALLS, PYTHON, OTHER = range(6)
+# Event stats the store keeps.
+CORR, DETAILS, HLO_OP, HLO_CATEGORY = range(4)
+_STAT_KEYS = {"correlation_id": CORR, "kernel_details": DETAILS, "memcpy_details": DETAILS, "hlo_op": HLO_OP,
+              "hlo_category": HLO_CATEGORY}
+_I32, _I64, _S = pa.int32(), pa.int64(), pa.string()
 
 
 def read_xplane(path: Path, con: duckdb.DuckDBPyConnection) -> None:
     """Read one XSpace file into the store tables of ``con`` (rank NULL: the store assigns one)."""
     path = Path(path)
-    with path.open("rb") as f:
-        data = f.read()
-    space = XSpace()
+    space = XSpaceRaw()
     try:
-        space.ParseFromString(data)
+        space.ParseFromString(path.read_bytes())
     except DecodeError as exc:
-        why = str(exc).rsplit(": ", 1)[-1]
-        raise InputError(f"{path}: truncated or damaged XPlane protobuf ({why}); copy the file again") from None
+        _damaged(path, str(exc).rsplit(": ", 1)[-1])
     if not any(p.name == "/host:CPU" or _DEVICE.match(p.name) for p in space.planes):
         raise InputError(f"{path}: protobuf is not an XSpace profile (no /device:GPU or /host:CPU plane); give the "
                          ".xplane.pb that jax.profiler.trace wrote")
-    _Loader(path, con).run(space)
+    loader = _Loader(path, con)
+    try:
+        loader.decode(space)  # everything is decoded before the first row is written
+    except WireError as exc:
+        _damaged(path, str(exc))
+    loader.write(space)
 
 
-class _Rows:
-    """Rows of one table, as tuples of ``columns`` (built row by row, turned into columns once)."""
-
-    def __init__(self, *columns: str) -> None:
-        self.columns, self.rows = columns, []
-        self.add = self.rows.append
-
-    def __bool__(self) -> bool:
-        return bool(self.rows)
-
-    def table(self, types: dict[str, pa.DataType], extra: dict[str, list] | None = None) -> pa.Table:
-        data = dict(zip(self.columns, zip(*self.rows, strict=True), strict=True))
-        data.update(extra or {})
-        return pa.table({c: pa.array(list(data[c]), types[c]) for c in types})
+def _damaged(path: Path, why: str) -> None:
+    raise InputError(f"{path}: truncated or damaged XPlane protobuf ({why}); copy the file again") from None
 
 
 def _value(plane, stat) -> object:
@@ -92,26 +95,134 @@ def _stats(plane, stats) -> dict[str, object]:
     return {names[s.metadata_id].name: _value(plane, s) for s in stats if s.metadata_id in names}
 
 
+@dataclass
+class _Lines:
+    """Per line read: its plane, kind, stream (device), copy kind and copy flavour, clock base, thread id."""
+
+    plane: list[int]
+    kind: list[int]
+    stream: list[int | None]
+    what: list[str]
+    base: list[int]
+    tid: list[int]
+
+
+class _Strings:
+    """Every text of the file once (names, stat texts): rows carry codes into it, -1 for NULL."""
+
+    def __init__(self) -> None:
+        self.values: list[str] = []
+        self.codes: dict[str, int] = {}
+
+    def code(self, value: str | None) -> int:
+        if value is None:
+            return -1
+        if value not in self.codes:
+            self.codes[value] = len(self.values)
+            self.values.append(value)
+        return self.codes[value]
+
+    def map(self, codes: np.ndarray, fn) -> np.ndarray:
+        """``codes`` with each text replaced by ``fn(text)`` (a text or None)."""
+        return self._lookup(np.array([self.code(fn(v)) for v in list(self.values)], np.int64), codes, -1)
+
+    def test(self, codes: np.ndarray, fn) -> np.ndarray:
+        """Whether ``fn(text)`` holds for each code's text (False for NULL)."""
+        return self._lookup(np.array([bool(fn(v)) for v in self.values], bool), codes, False)
+
+    @staticmethod
+    def _lookup(table: np.ndarray, codes: np.ndarray, null) -> np.ndarray:
+        out = table[np.maximum(codes, 0)] if table.size else np.full(codes.size, null, table.dtype)
+        out[codes < 0] = null
+        return out
+
+    def column(self, codes: np.ndarray) -> pa.Array:
+        return pa.array(self.values, _S).take(pa.array(codes, _I64, mask=codes < 0))
+
+
+def _plane_codes(strings: _Strings, ids: np.ndarray, names: dict[int, str]) -> np.ndarray:
+    """Codes of the metadata names ``ids`` point at in one plane (-1 where the plane has no such id)."""
+    if not names or not ids.size:
+        return np.full(ids.size, -1, np.int64)
+    keys = np.fromiter(names.keys(), np.int64, len(names))
+    if keys.min() >= 0 and keys.max() < 1 << 22:  # XPlane numbers its metadata 1, 2, ...: a dense table
+        table = np.full(int(keys.max()) + 1, -1, np.int64)
+        table[keys] = [strings.code(v) for v in names.values()]
+        inside = (ids >= 0) & (ids < table.size)
+        return np.where(inside, table[np.where(inside, ids, 0)], -1)
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    return np.array([strings.code(names.get(int(u))) for u in uniq], np.int64)[inverse]
+
+
+def _pick(stats: Stats, key: np.ndarray, which: int, n: int, last: bool) -> np.ndarray:
+    """Per event, the index of its last (or first) stat of kind ``which``; -1 where it has none."""
+    rows = np.flatnonzero(key == which)
+    ev = stats.event[rows]
+    edge = np.ones(rows.size, bool)
+    if last:
+        edge[:-1] = ev[:-1] != ev[1:]
+    else:
+        edge[1:] = ev[1:] != ev[:-1]
+    out = np.full(n, -1, np.int64)
+    out[ev[edge]] = rows[edge]
+    return out
+
+
 class _Loader:
     def __init__(self, path: Path, con: duckdb.DuckDBPyConnection) -> None:
         self.path, self.con = path, con
-        self.kernels = _Rows("device_id", "stream_id", "start_ns", "end_ns", "name", "correlation_id", "grid_x",
-                             "grid_y", "grid_z", "block_x", "block_y", "block_z")
-        self.memops = _Rows("device_id", "stream_id", "start_ns", "end_ns", "kind", "copy_kind", "bytes",
-                            "correlation_id")
-        self.calls = _Rows("tid", "start_ns", "end_ns", "name", "correlation_id")
-        self.ranges = _Rows("tid", "start_ns", "end_ns", "name", "domain", "source", "device_id", "stream_id", "kind")
         self.devices: list[tuple] = []
         self.skipped: Counter[str] = Counter()
         self.epoch = False
+        self.strings = _Strings()
+        self.tables: dict[str, pa.Table] = {}
 
-    def run(self, space) -> None:
-        for plane in space.planes:
-            if m := _DEVICE.match(plane.name):
+    def decode(self, space) -> None:
+        lines = _Lines([], [], [], [], [], [])
+        regions: list[bytes] = []
+        skip_names: list[str] = []
+        plane_device: list[int | None] = []
+        for pi, plane in enumerate(space.planes):
+            m = _DEVICE.match(plane.name)
+            plane_device.append(int(m.group(1)) if m else None)
+            if m:
                 self._device(plane, int(m.group(1)))
-            elif plane.name == "/host:CPU":
-                self._host(plane)
-        self._write(space)
+            elif plane.name != "/host:CPU":
+                continue
+            for line in plane.lines:
+                raw = line.SerializeToString()  # known fields first, then the events left undecoded
+                line.DiscardUnknownFields()
+                known = line.SerializeToString()
+                if not raw.startswith(known):
+                    raise WireError("a line's fields are out of the expected order")
+                regions.append(raw[len(known):])
+                self._line(lines, skip_names, pi, m is not None, line)
+        kinds = np.array(lines.kind, np.int8)
+        buf, counts, ev, st = decode(regions, kinds != SKIP)
+        for name, count in zip(skip_names, counts[kinds == SKIP], strict=True):
+            self.skipped[f"device line {name}"] += int(count)
+        self._rows(space, lines, plane_device, buf, ev, st)
+
+    def _line(self, lines: _Lines, skip_names: list[str], pi: int, device: bool, line) -> None:
+        lines.plane.append(pi)
+        lines.base.append(line.timestamp_ns)
+        if device:
+            match = _STREAM.match(line.name)
+            what = match.group(2) if match else ""
+            kind = SKIP if match is None else COPY if what.startswith(("Memcpy", "Memset")) else KERNEL
+            if match is None:
+                skip_names.append(line.name.split("/")[0])
+            else:
+                self.epoch |= line.timestamp_ns >= EPOCH_NS
+            lines.stream.append(int(match.group(1)) if match else None)
+            lines.tid.append(0)
+        else:
+            head, _, tail = line.name.partition("/")
+            kind, what = {"Host Threads": CALLS, "python": PYTHON}.get(head, OTHER), ""
+            lines.stream.append(None)
+            lines.tid.append(int(tail) if head == "Host Threads" and tail.isdigit() else line.id)
+        lines.kind.append(kind)
+        lines.what.append(what)
 
     def _device(self, plane, device_id: int) -> None:
         st = _stats(plane, plane.stats)
@@ -126,83 +237,140 @@ class _Loader:
                              float(st["memory_bandwidth"]) if num("memory_bandwidth") else None,
                              num("compute_cap_major"), num("compute_cap_minor"),
                              str(st.get("device_vendor") or "").strip().lower() or None))
-        names = {k: v.name for k, v in plane.event_metadata.items()}
-        snames = {k: v.name for k, v in plane.stat_metadata.items()}
-        dims_of: dict[str, tuple] = {}
-        k, m, r = self.kernels, self.memops, self.ranges
-        for line in plane.lines:
-            match = _STREAM.match(line.name)
-            if match is None:
-                self.skipped[f"device line {line.name.split('/')[0]}"] += len(line.events)
-                continue
-            stream, what = int(match.group(1)), match.group(2)
-            copies = what.startswith("Memcpy") or what.startswith("Memset")
-            base = line.timestamp_ns
-            self.epoch |= base >= EPOCH_NS
-            for event in line.events:
-                if event.num_occurrences:
-                    self.skipped["aggregated events"] += 1
-                    continue
-                start = base + (event.offset_ps + 500) // 1000  # ps to ns, rounded, in integers
-                end = start + (event.duration_ps + 500) // 1000
-                corr = details = hlo = category = None
-                for st in event.stats:  # only the stats the store keeps; a ref value names a stat metadata
-                    key = snames.get(st.metadata_id)
-                    if key == "correlation_id":
-                        corr = st.int64_value or st.uint64_value
-                    elif key in _TEXT_STATS:
-                        text = snames.get(st.ref_value) if st.ref_value else st.str_value
-                        if key == "hlo_op":
-                            hlo = text
-                        elif key == "hlo_category":
-                            category = text
-                        else:
-                            details = text
-                name = names.get(event.metadata_id)
-                if copies:
-                    size = _SIZE.search(details or "")
-                    m.add((device_id, stream, start, end, "memset" if what.startswith("Memset") else "memcpy",
-                           _COPY_KINDS.get(what) or ("DtoD" if name and "DeviceToDevice" in name else None),
-                           int(size.group(1)) if size else None, corr))
-                    continue
-                if details not in dims_of:
-                    found = {d[0]: tuple(int(x) for x in d[1:]) for d in _DIMS.findall(details or "")}
-                    dims_of[details] = found.get("grid", (None,) * 3) + found.get("block", (None,) * 3)
-                k.add((device_id, stream, start, end, name, corr, *dims_of[details]))
-                if hlo:
-                    r.add((None, start, end, hlo, category or None, "hlo_op", device_id, stream, "gpu_range"))
 
-    def _host(self, plane) -> None:
-        names = {k: v.name for k, v in plane.event_metadata.items()}
-        modules_ids = {k for k, n in names.items() if _MODULE.search(n)}
-        op_ids = {k for k, n in names.items() if "::" not in n} - modules_ids  # op names: no C++ scope
-        corr_ids = {k for k, v in plane.stat_metadata.items() if v.name == "correlation_id"}
-        for line in plane.lines:
-            head, _, tail = line.name.partition("/")
-            tid = int(tail) if head == "Host Threads" and tail.isdigit() else line.id
-            base = line.timestamp_ns
-            modules: list[tuple[int, int]] = []
-            for event in line.events:
-                mid = event.metadata_id
-                name = names.get(mid)
-                if event.num_occurrences or name is None:
-                    self.skipped["aggregated or unnamed events"] += 1
-                    continue
-                start = base + (event.offset_ps + 500) // 1000  # ps to ns, rounded, in integers
-                end = start + (event.duration_ps + 500) // 1000
-                if head == "Host Threads":
-                    corr = next((st.int64_value or st.uint64_value for st in event.stats if st.metadata_id in corr_ids),
-                                None)
-                    self.calls.add((tid, start, end, name, corr))
-                elif head == "python":
-                    self.ranges.add((tid, start, end, name.lstrip("$"), None, "python", None, None, "python"))
-                elif mid in modules_ids:
-                    modules.append((start, end))
-                    self.ranges.add((tid, start, end, name, None, "xla_module", None, None, "range"))
-                elif mid in op_ids and modules and any(s <= start and end <= e for s, e in modules[-4:]):
-                    self.ranges.add((tid, start, end, name, None, "xla_op", None, None, "op"))
-                else:
-                    self.skipped["host runtime events"] += 1
+    def _rows(self, space, lines: _Lines, plane_device: list[int | None], buf: np.ndarray, ev: Events,
+              st: Stats) -> None:
+        strings, n = self.strings, ev.line.size
+        plane = np.array(lines.plane, np.int64)[ev.line]
+        kind = np.array(lines.kind, np.int8)[ev.line]
+        stream = np.array([-1 if s is None else s for s in lines.stream], np.int64)[ev.line]
+        start = np.array(lines.base, np.int64)[ev.line] + (ev.offset_ps + 500) // 1000  # ps to ns, rounded
+        end = start + (ev.duration_ps + 500) // 1000
+        name, key, texts = self._names(space, buf, ev, st, plane)
+
+        def stat(which: int, last: bool = True) -> tuple[np.ndarray, np.ndarray]:
+            """(text code, correlation id) of each event's last (first) stat of kind ``which``; -1 / masked."""
+            idx = _pick(st, key, which, n, last)
+            has = idx >= 0
+            at = np.where(has, idx, 0)
+            integer = np.isin(st.kind[at], (3, 4)) if st.kind.size else np.zeros(n, bool)
+            corr = np.where(has & integer, st.value.view(np.int64)[at] if st.kind.size else 0, 0)
+            return np.where(has, texts[at] if texts.size else -1, -1), np.ma.masked_array(corr, ~has)
+
+        aggregated = ev.num_occurrences != 0
+        device = (kind == KERNEL) | (kind == COPY)
+        self._skip("aggregated events", device & aggregated)
+        details, _ = stat(DETAILS)
+        hlo, _ = stat(HLO_OP)
+        category, _ = stat(HLO_CATEGORY)
+        _, corr = stat(CORR)
+        device_id = np.array([-1 if d is None else d for d in plane_device], np.int64)[plane]
+        kernels = np.flatnonzero((kind == KERNEL) & ~aggregated)
+        copies = np.flatnonzero((kind == COPY) & ~aggregated)
+        self._kernels(kernels, device_id, stream, start, end, name, corr, details)
+        self._memops(copies, lines, ev, device_id, stream, start, end, name, corr, details)
+
+        host = kind >= CALLS
+        valid = (name >= 0) & ~aggregated
+        self._skip("aggregated or unnamed events", host & ~valid)
+        calls = np.flatnonzero((kind == CALLS) & valid)
+        _, first_corr = stat(CORR, last=False)
+        tid = np.array(lines.tid, np.int64)[ev.line]
+        if calls.size:
+            names = strings.column(name[calls])
+            self.tables["api_calls"] = pa.table({
+                "tid": tid[calls], "start_ns": start[calls], "end_ns": end[calls], "name": names, "raw_name": names,
+                "api": pa.array(["runtime"] * calls.size, _S), "correlation_id": _masked(first_corr, calls),
+                "is_duplicate": pa.array(np.zeros(calls.size, bool))})
+        other = (kind == OTHER) & valid
+        module = other & strings.test(name, _MODULE.search)
+        op = other & ~module & strings.test(name, lambda s: "::" not in s)  # op names: no C++ scope
+        op[op] = _inside_recent_module(np.flatnonzero(op), module, ev.line, start, end)
+        self._skip("host runtime events", other & ~module & ~op)
+        gpu = np.zeros(n, bool)
+        gpu[kernels] = strings.test(hlo[kernels], bool)
+        python = (kind == PYTHON) & valid
+        self._ranges(gpu, python, module, op, tid, start, end, name, hlo, category, device_id, stream)
+
+    def _names(self, space, buf: np.ndarray, ev: Events, st: Stats, plane: np.ndarray):
+        """(name code of each event, key of each stat, text code of each text stat), plane by plane."""
+        strings = self.strings
+        name = np.full(ev.line.size, -1, np.int64)
+        key = np.full(st.event.size, -1, np.int8)
+        texts = np.full(st.event.size, -1, np.int64)
+        stat_plane = plane[st.event]
+        for pi in np.unique(plane).tolist():
+            p = space.planes[pi]
+            a, b = np.searchsorted(plane, [pi, pi + 1])
+            name[a:b] = _plane_codes(strings, ev.metadata_id[a:b], {k: v.name for k, v in p.event_metadata.items()})
+            snames = {k: v.name for k, v in p.stat_metadata.items()}
+            sa, sb = np.searchsorted(stat_plane, [pi, pi + 1])
+            mids, keys = st.metadata_id[sa:sb], key[sa:sb]
+            for sid, sname in snames.items():
+                if sname in _STAT_KEYS:
+                    keys[mids == sid] = _STAT_KEYS[sname]
+            rows = np.flatnonzero(keys >= DETAILS) + sa  # a text: the name a ref value points at, or the string
+            kinds, values = st.kind[rows], st.value[rows]
+            ref = (kinds == 7) & (values != 0)
+            texts[rows[ref]] = _plane_codes(strings, values[ref].view(np.int64), snames)
+            inline = rows[kinds == 5]
+            texts[inline] = [strings.code(text(buf, int(st.start[i]), int(st.length[i]))) for i in inline]
+            texts[rows[~ref & (kinds != 5)]] = strings.code("")
+        return name, key, texts
+
+    def _skip(self, what: str, mask: np.ndarray) -> None:
+        if count := int(mask.sum()):
+            self.skipped[what] += count
+
+    def _kernels(self, rows, device_id, stream, start, end, name, corr, details) -> None:
+        if not rows.size:
+            return
+        strings = self.strings
+        uniq, inverse = np.unique(details[rows], return_inverse=True)
+        dims = np.array([_dims(strings.values[c] if c >= 0 else "") for c in uniq], np.int64).reshape(-1, 6)[inverse]
+        short = strings.map(name[rows], lambda s: function_name(s.removesuffix(".kd")) if s else None)  # AMD .kd
+        self.tables["kernels"] = pa.table({
+            "device_id": pa.array(device_id[rows], _I32), "stream_id": stream[rows], "start_ns": start[rows],
+            "end_ns": end[rows], "name": strings.column(name[rows]), "short_name": strings.column(short),
+            "correlation_id": _masked(corr, rows),
+            **{f"{k}_{a}": pa.array(dims[:, i], _I32, mask=dims[:, i] < 0)
+               for i, (k, a) in enumerate((k, a) for k in ("grid", "block") for a in "xyz")}})
+
+    def _memops(self, rows, lines: _Lines, ev: Events, device_id, stream, start, end, name, corr, details) -> None:
+        if not rows.size:
+            return
+        strings = self.strings
+        what = np.array([strings.code(w) for w in lines.what], np.int64)[ev.line[rows]]
+        copy_kind = strings.map(what, _COPY_KINDS.get)
+        by_name = strings.test(name[rows], lambda s: "DeviceToDevice" in s)
+        copy_kind[(copy_kind < 0) & by_name] = strings.code("DtoD")
+        size = strings.map(details[rows], lambda s: (m := _SIZE.search(s)) and m.group(1))
+        size_bytes = np.array([int(strings.values[c]) if c >= 0 else -1 for c in size.tolist()], np.int64)
+        self.tables["memops"] = pa.table({
+            "device_id": pa.array(device_id[rows], _I32), "stream_id": stream[rows], "start_ns": start[rows],
+            "end_ns": end[rows], "kind": strings.column(strings.map(what, lambda w: "memset" if w.startswith(
+                "Memset") else "memcpy")), "copy_kind": strings.column(copy_kind),
+            "bytes": pa.array(size_bytes, _I64, mask=size_bytes < 0), "correlation_id": _masked(corr, rows)})
+
+    def _ranges(self, gpu, python, module, op, tid, start, end, name, hlo, category, device_id, stream) -> None:
+        strings = self.strings
+        which = np.select([gpu, python, module, op], [1, 2, 3, 4], 0)
+        rows = np.flatnonzero(which)
+        if not rows.size:
+            return
+        which = which[rows]
+        on_gpu = which == 1
+        names = np.where(on_gpu, hlo[rows], name[rows])
+        names[which == 2] = strings.map(names[which == 2], lambda s: s.lstrip("$"))
+        domain = np.where(on_gpu, category[rows], -1)
+        domain[domain >= 0] = strings.map(domain[domain >= 0], lambda s: s or None)
+        labels = np.array([[None, None], ["hlo_op", "gpu_range"], ["python", "python"], ["xla_module", "range"],
+                           ["xla_op", "op"]], object)[which]
+        self.tables["ranges"] = pa.table({
+            "tid": pa.array(tid[rows], _I64, mask=on_gpu), "start_ns": start[rows], "end_ns": end[rows],
+            "name": strings.column(names), "domain": strings.column(domain), "source": pa.array(labels[:, 0], _S),
+            "device_id": pa.array(device_id[rows], _I32, mask=~on_gpu),
+            "stream_id": pa.array(stream[rows], _I64, mask=~on_gpu), "kind": pa.array(labels[:, 1], _S)})
 
     def _insert(self, table: str, data: pa.Table) -> None:
         cols = ", ".join(data.column_names)
@@ -213,33 +381,15 @@ class _Loader:
         finally:
             self.con.unregister("_xp")
 
-    def _write(self, space) -> None:
-        i32, i64, s = pa.int32(), pa.int64(), pa.string()
-        times = {"start_ns": i64, "end_ns": i64}
-        if self.kernels:
-            names = [row[4] for row in self.kernels.rows]
-            short = {n: function_name(n.removesuffix(".kd")) for n in set(names) if n}  # .kd: the AMD symbol suffix
-            self._insert("kernels", self.kernels.table(
-                {"device_id": i32, "stream_id": i64, **times, "name": s, "short_name": s, "correlation_id": i64,
-                 **{f"{k}_{a}": i32 for k in ("grid", "block") for a in "xyz"}},
-                {"short_name": [short.get(n) for n in names]}))
-        if self.memops:
-            self._insert("memops", self.memops.table({"device_id": i32, "stream_id": i64, **times, "kind": s,
-                                                      "copy_kind": s, "bytes": i64, "correlation_id": i64}))
-        if self.calls:
-            n = len(self.calls.rows)
-            self._insert("api_calls", self.calls.table(
-                {"tid": i64, **times, "name": s, "raw_name": s, "api": s, "correlation_id": i64,
-                 "is_duplicate": pa.bool_()},
-                {"raw_name": [row[3] for row in self.calls.rows], "api": ["runtime"] * n, "is_duplicate": [False] * n}))
-        if self.ranges:
-            self._insert("ranges", self.ranges.table({"tid": i64, **times, "name": s, "domain": s, "source": s,
-                                                      "device_id": i32, "stream_id": i64, "kind": s}))
+    def write(self, space) -> None:
+        for table in ("kernels", "memops", "api_calls", "ranges"):
+            if table in self.tables:
+                self._insert(table, self.tables[table])
         if self.devices:
             self.con.executemany("INSERT INTO devices VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", self.devices)
         self.con.execute("INSERT INTO processes VALUES (NULL, ?, 'jax')", [PID])
         notes = [("skipped_events", n, what) for what, n in sorted(self.skipped.items())]
-        if not self.kernels:
+        if "kernels" not in self.tables:
             notes.append((NO_GPU_ACTIVITY, 1, "XPlane has no GPU kernels; profile with jax.profiler.trace on a GPU"))
         if notes:
             self.con.executemany("INSERT INTO read_notes VALUES (NULL, ?, ?, ?)", notes)
@@ -252,8 +402,28 @@ class _Loader:
         write_capture(self.con, None, host=host, wall_clock_base_ns=0 if self.epoch else None)
 
 
-def _int(value: object) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
+def _masked(values: np.ma.MaskedArray, rows: np.ndarray) -> pa.Array:
+    return pa.array(values.data[rows], _I64, mask=np.ma.getmaskarray(values)[rows])
+
+
+def _dims(details: str) -> tuple[int, ...]:
+    """(grid x, y, z, block x, y, z) of a kernel_details text; -1 for what it does not give."""
+    found = {d[0]: tuple(int(x) for x in d[1:]) for d in _DIMS.findall(details)}
+    return found.get("grid", (-1,) * 3) + found.get("block", (-1,) * 3)
+
+
+def _inside_recent_module(ops: np.ndarray, module: np.ndarray, line: np.ndarray, start: np.ndarray,
+                          end: np.ndarray) -> np.ndarray:
+    """Whether each op event lies inside one of the last 4 module executions before it on its line."""
+    mods = np.flatnonzero(module)
+    if not mods.size or not ops.size:
+        return np.zeros(ops.size, bool)
+    before = np.cumsum(module)[ops]  # modules up to each op (an op is no module)
+    first = np.searchsorted(line[mods], line[ops])  # the first module of the op's line
+    inside = np.zeros(ops.size, bool)
+    for back in range(1, 5):
+        j = before - back
+        ok = j >= np.maximum(first, before - 4)
+        j = np.where(ok, j, 0)
+        inside |= ok & (start[mods[j]] <= start[ops]) & (end[ops] <= end[mods[j]])
+    return inside

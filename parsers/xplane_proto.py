@@ -4,6 +4,11 @@ The definitions are those of ``xla/tsl/profiler/protobuf/xplane.proto`` (OpenXLA
 ``tensorflow.profiler``), field for field, written here as a descriptor instead of generated ``_pb2`` code:
 generated code pins the protobuf runtime to the generator's version, and no maintained package on PyPI
 ships these definitions without TensorFlow or a profiler server. Only ``protobuf`` itself is needed.
+
+``XSpaceRaw`` is the same message with each line's events left undecoded (``XLineRaw`` omits ``events``, so
+the parser keeps that field's bytes as an unknown field, and serialising the line gives them back after its
+known fields): the reader parses the file's frame (planes, lines, metadata maps) with it in C and decodes the
+events in bulk (``parsers.xplane_events``), instead of building one Python object per event and per stat.
 """
 
 from __future__ import annotations
@@ -38,6 +43,10 @@ _MESSAGES: dict[str, list[tuple[str, int, str, bool, int | None]]] = {
     "XStatMetadata": [("id", 1, "int64", False, None), ("name", 2, "string", False, None),
                       ("description", 3, "string", False, None)],
 }
+# The raw frame: planes and lines as above, events undecoded.
+_MESSAGES["XLineRaw"] = [f for f in _MESSAGES["XLine"] if f[0] != "events"]  # events: unknown, kept as bytes
+_MESSAGES["XPlaneRaw"] = [(n, i, "XLineRaw" if n == "lines" else t, r, o) for n, i, t, r, o in _MESSAGES["XPlane"]]
+_MESSAGES["XSpaceRaw"] = [(n, i, "XPlaneRaw" if n == "planes" else t, r, o) for n, i, t, r, o in _MESSAGES["XSpace"]]
 _ONEOFS = {"XEvent": "data", "XStat": "value"}
 _MAPS = {"EventMetadataEntry": "XEventMetadata", "StatMetadataEntry": "XStatMetadata"}  # map<int64, V> in XPlane
 
@@ -48,6 +57,8 @@ def _field(message: descriptor_pb2.DescriptorProto, name: str, number: int, kind
                           label=_F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL)
     if kind in _T:
         f.type = _T[kind]
+    elif kind.startswith("XPlane.") and message.name == "XPlaneRaw":  # XPlaneRaw's own map entries
+        f.type, f.type_name = _F.TYPE_MESSAGE, f".tensorflow.profiler.XPlaneRaw.{kind.split('.', 1)[1]}"
     else:
         f.type, f.type_name = _F.TYPE_MESSAGE, f".tensorflow.profiler.{kind}"
     if oneof is not None:
@@ -63,7 +74,7 @@ def _build() -> dict[str, type]:
             message.oneof_decl.add(name=_ONEOFS[name])
         for spec in fields:
             _field(message, *spec)
-        if name == "XPlane":
+        if name in ("XPlane", "XPlaneRaw"):
             for entry, value in _MAPS.items():
                 nested = message.nested_type.add(name=entry)
                 nested.options.map_entry = True
@@ -78,3 +89,4 @@ def _build() -> dict[str, type]:
 _CLASSES = _build()
 XSpace = _CLASSES["XSpace"]
 XPlane = _CLASSES["XPlane"]
+XSpaceRaw = _CLASSES["XSpaceRaw"]
