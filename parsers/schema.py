@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import duckdb
 
-STORE_SCHEMA_VERSION = 7  # 3: nsys exports store one rank per GPU process; op_shapes. 4: collectives. 5: capture,
+STORE_SCHEMA_VERSION = 8  # 3: nsys exports store one rank per GPU process; op_shapes. 4: collectives. 5: capture,
 # ranges.kind. 6: launch_kernels, graph_nodes, kernels.annotation (and graph_node_id from Kineto). 7: op_shapes
-# for every cpu op with recorded shapes (end, types, strides, concrete inputs)
+# for every cpu op with recorded shapes (end, types, strides, concrete inputs). 8: kernels.op_category
 
 # Names the whole tool agrees on (readers, store views and analyses import them from here).
 PROFILER_STEP_REGEX = r"^ProfilerStep#(\d+)\n?$"  # torch.profiler's step annotation; group 1 is the step number
@@ -45,11 +45,13 @@ TABLES: dict[str, str] = {
     "threads": "rank INTEGER, pid BIGINT, tid BIGINT, name VARCHAR",
     # GPU kernels. (rank, pid, correlation_id) joins a kernel to its launch in api_calls. annotation: a graph
     # node's annotation where the trace carries one (PyTorch cuda_graph_annotations: the module's module_fqn).
+    # op_category: what the trace says the kernel computes, where it says (OP_CATEGORIES; XLA: its HLO op's),
+    # a classification signal beside the name.
     "kernels": """
         rank INTEGER, pid BIGINT, device_id INTEGER, stream_id BIGINT, start_ns BIGINT, end_ns BIGINT,
         dur_ns BIGINT, name VARCHAR, short_name VARCHAR, correlation_id BIGINT,
         grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, block_y INTEGER, block_z INTEGER,
-        graph_id BIGINT, graph_node_id BIGINT, annotation VARCHAR
+        graph_id BIGINT, graph_node_id BIGINT, annotation VARCHAR, op_category VARCHAR
     """,
     # memcpy and memset on the GPU. kind: 'memcpy' | 'memset'; copy_kind: 'HtoD', 'DtoH', 'DtoD', ...
     "memops": """
@@ -106,6 +108,9 @@ EVENT_TABLES = ("kernels", "memops", "api_calls", "ranges")
 # ranges.kind: a user range (NVTX/roctx push-pop or start-end, torch record_function), a GPU-side annotation, a
 # framework op (a PyTorch cpu op, an XLA op), a Python function.
 RANGE_KINDS = ("range", "gpu_range", "op", "python")
+# kernels.op_category: what a kernel computes, as a reader can tell from the trace's own record of the op it runs.
+OP_CATEGORIES = ("matmul", "convolution", "elementwise", "reduction", "data_movement", "allreduce", "allgather",
+                 "reducescatter", "alltoall", "sendrecv", "broadcast")
 # read_notes kind of a capture without GPU activity (its detail: why, and what to capture instead). Such a
 # file is stored, so `info` describes it; the analysis refuses it with that detail.
 NO_GPU_ACTIVITY = "no_gpu_activity"

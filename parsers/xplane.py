@@ -37,7 +37,8 @@ from google.protobuf.message import DecodeError
 from tracekit.errors import InputError
 from tracekit.parsers.kernel_names import function_name
 from tracekit.parsers.schema import NO_GPU_ACTIVITY, write_capture
-from tracekit.parsers.xplane_events import Events, Stats, decode
+from tracekit.parsers.xplane_events import Events, Stats, Strings, decode, inside_recent_module, pick, plane_codes
+from tracekit.parsers.xplane_hlo import kernel_categories
 from tracekit.parsers.xplane_proto import XSpaceRaw
 from tracekit.parsers.xplane_wire import WireError, text
 
@@ -52,10 +53,10 @@ _COPY_KINDS = {"MemcpyH2D": "HtoD", "MemcpyD2H": "DtoH", "MemcpyD2D": "DtoD", "M
 # Line kinds. Device: a kernel stream, a copy stream, another line (counted, not read). Host: API calls,
 # Python functions, the rest (XLA modules and ops, runtime internals).
 KERNEL, COPY, SKIP, CALLS, PYTHON, OTHER = range(6)
-# Event stats the store keeps.
-CORR, DETAILS, HLO_OP, HLO_CATEGORY = range(4)
-_STAT_KEYS = {"correlation_id": CORR, "kernel_details": DETAILS, "memcpy_details": DETAILS, "hlo_op": HLO_OP,
-              "hlo_category": HLO_CATEGORY}
+# Event stats the store keeps: two integers, then texts.
+CORR, PROGRAM_ID, DETAILS, HLO_OP, HLO_CATEGORY, HLO_MODULE = range(6)
+_STAT_KEYS = {"correlation_id": CORR, "program_id": PROGRAM_ID, "kernel_details": DETAILS,
+              "memcpy_details": DETAILS, "hlo_op": HLO_OP, "hlo_category": HLO_CATEGORY, "hlo_module": HLO_MODULE}
 _I32, _I64, _S = pa.int32(), pa.int64(), pa.string()
 
 
@@ -107,74 +108,13 @@ class _Lines:
     tid: list[int]
 
 
-class _Strings:
-    """Every text of the file once (names, stat texts): rows carry codes into it, -1 for NULL."""
-
-    def __init__(self) -> None:
-        self.values: list[str] = []
-        self.codes: dict[str, int] = {}
-
-    def code(self, value: str | None) -> int:
-        if value is None:
-            return -1
-        if value not in self.codes:
-            self.codes[value] = len(self.values)
-            self.values.append(value)
-        return self.codes[value]
-
-    def map(self, codes: np.ndarray, fn) -> np.ndarray:
-        """``codes`` with each text replaced by ``fn(text)`` (a text or None)."""
-        return self._lookup(np.array([self.code(fn(v)) for v in list(self.values)], np.int64), codes, -1)
-
-    def test(self, codes: np.ndarray, fn) -> np.ndarray:
-        """Whether ``fn(text)`` holds for each code's text (False for NULL)."""
-        return self._lookup(np.array([bool(fn(v)) for v in self.values], bool), codes, False)
-
-    @staticmethod
-    def _lookup(table: np.ndarray, codes: np.ndarray, null) -> np.ndarray:
-        out = table[np.maximum(codes, 0)] if table.size else np.full(codes.size, null, table.dtype)
-        out[codes < 0] = null
-        return out
-
-    def column(self, codes: np.ndarray) -> pa.Array:
-        return pa.array(self.values, _S).take(pa.array(codes, _I64, mask=codes < 0))
-
-
-def _plane_codes(strings: _Strings, ids: np.ndarray, names: dict[int, str]) -> np.ndarray:
-    """Codes of the metadata names ``ids`` point at in one plane (-1 where the plane has no such id)."""
-    if not names or not ids.size:
-        return np.full(ids.size, -1, np.int64)
-    keys = np.fromiter(names.keys(), np.int64, len(names))
-    if keys.min() >= 0 and keys.max() < 1 << 22:  # XPlane numbers its metadata 1, 2, ...: a dense table
-        table = np.full(int(keys.max()) + 1, -1, np.int64)
-        table[keys] = [strings.code(v) for v in names.values()]
-        inside = (ids >= 0) & (ids < table.size)
-        return np.where(inside, table[np.where(inside, ids, 0)], -1)
-    uniq, inverse = np.unique(ids, return_inverse=True)
-    return np.array([strings.code(names.get(int(u))) for u in uniq], np.int64)[inverse]
-
-
-def _pick(stats: Stats, key: np.ndarray, which: int, n: int, last: bool) -> np.ndarray:
-    """Per event, the index of its last (or first) stat of kind ``which``; -1 where it has none."""
-    rows = np.flatnonzero(key == which)
-    ev = stats.event[rows]
-    edge = np.ones(rows.size, bool)
-    if last:
-        edge[:-1] = ev[:-1] != ev[1:]
-    else:
-        edge[1:] = ev[1:] != ev[:-1]
-    out = np.full(n, -1, np.int64)
-    out[ev[edge]] = rows[edge]
-    return out
-
-
 class _Loader:
     def __init__(self, path: Path, con: duckdb.DuckDBPyConnection) -> None:
         self.path, self.con = path, con
         self.devices: list[tuple] = []
         self.skipped: Counter[str] = Counter()
         self.epoch = False
-        self.strings = _Strings()
+        self.strings = Strings()
         self.tables: dict[str, pa.Table] = {}
 
     def decode(self, space) -> None:
@@ -250,7 +190,7 @@ class _Loader:
 
         def stat(which: int, last: bool = True) -> tuple[np.ndarray, np.ndarray]:
             """(text code, correlation id) of each event's last (first) stat of kind ``which``; -1 / masked."""
-            idx = _pick(st, key, which, n, last)
+            idx = pick(st, key, which, n, last)
             has = idx >= 0
             at = np.where(has, idx, 0)
             integer = np.isin(st.kind[at], (3, 4)) if st.kind.size else np.zeros(n, bool)
@@ -264,10 +204,13 @@ class _Loader:
         hlo, _ = stat(HLO_OP)
         category, _ = stat(HLO_CATEGORY)
         _, corr = stat(CORR)
+        module, program = stat(HLO_MODULE)[0], stat(PROGRAM_ID)[1]
         device_id = np.array([-1 if d is None else d for d in plane_device], np.int64)[plane]
         kernels = np.flatnonzero((kind == KERNEL) & ~aggregated)
         copies = np.flatnonzero((kind == COPY) & ~aggregated)
         self._kernels(kernels, device_id, stream, start, end, name, corr, details)
+        if kernels.size:
+            self._categories(space, kernels, program, module, hlo, category)
         self._memops(copies, lines, ev, device_id, stream, start, end, name, corr, details)
 
         host = kind >= CALLS
@@ -285,7 +228,7 @@ class _Loader:
         other = (kind == OTHER) & valid
         module = other & strings.test(name, _MODULE.search)
         op = other & ~module & strings.test(name, lambda s: "::" not in s)  # op names: no C++ scope
-        op[op] = _inside_recent_module(np.flatnonzero(op), module, ev.line, start, end)
+        op[op] = inside_recent_module(np.flatnonzero(op), module, ev.line, start, end)
         self._skip("host runtime events", other & ~module & ~op)
         gpu = np.zeros(n, bool)
         gpu[kernels] = strings.test(hlo[kernels], bool)
@@ -302,7 +245,7 @@ class _Loader:
         for pi in np.unique(plane).tolist():
             p = space.planes[pi]
             a, b = np.searchsorted(plane, [pi, pi + 1])
-            name[a:b] = _plane_codes(strings, ev.metadata_id[a:b], {k: v.name for k, v in p.event_metadata.items()})
+            name[a:b] = plane_codes(strings, ev.metadata_id[a:b], {k: v.name for k, v in p.event_metadata.items()})
             snames = {k: v.name for k, v in p.stat_metadata.items()}
             sa, sb = np.searchsorted(stat_plane, [pi, pi + 1])
             mids, keys = st.metadata_id[sa:sb], key[sa:sb]
@@ -312,7 +255,7 @@ class _Loader:
             rows = np.flatnonzero(keys >= DETAILS) + sa  # a text: the name a ref value points at, or the string
             kinds, values = st.kind[rows], st.value[rows]
             ref = (kinds == 7) & (values != 0)
-            texts[rows[ref]] = _plane_codes(strings, values[ref].view(np.int64), snames)
+            texts[rows[ref]] = plane_codes(strings, values[ref].view(np.int64), snames)
             inline = rows[kinds == 5]
             texts[inline] = [strings.code(text(buf, int(st.start[i]), int(st.length[i]))) for i in inline]
             texts[rows[~ref & (kinds != 5)]] = strings.code("")
@@ -335,6 +278,21 @@ class _Loader:
             "correlation_id": _masked(corr, rows),
             **{f"{k}_{a}": pa.array(dims[:, i], _I32, mask=dims[:, i] < 0)
                for i, (k, a) in enumerate((k, a) for k in ("grid", "block") for a in "xyz")}})
+
+    def _categories(self, space, rows, program, module, hlo, category) -> None:
+        """The kernels' ``op_category``: what their HLO op computes (``parsers.xplane_hlo``)."""
+        strings = self.strings
+        prog = np.where(np.ma.getmaskarray(program)[rows], -1, program.data[rows])
+        keys = np.stack([prog, module[rows], hlo[rows], category[rows]], axis=1)
+        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+
+        def text(c: int) -> str | None:
+            return strings.values[c] if c >= 0 else None
+
+        found = kernel_categories([(None if p < 0 else p, text(m), text(o), text(c)) for p, m, o, c in uniq.tolist()],
+                                  space)
+        codes = np.array([strings.code(f) for f in found], np.int64)[inverse.reshape(-1)]
+        self.tables["kernels"] = self.tables["kernels"].append_column("op_category", strings.column(codes))
 
     def _memops(self, rows, lines: _Lines, ev: Events, device_id, stream, start, end, name, corr, details) -> None:
         if not rows.size:
@@ -410,20 +368,3 @@ def _dims(details: str) -> tuple[int, ...]:
     """(grid x, y, z, block x, y, z) of a kernel_details text; -1 for what it does not give."""
     found = {d[0]: tuple(int(x) for x in d[1:]) for d in _DIMS.findall(details)}
     return found.get("grid", (-1,) * 3) + found.get("block", (-1,) * 3)
-
-
-def _inside_recent_module(ops: np.ndarray, module: np.ndarray, line: np.ndarray, start: np.ndarray,
-                          end: np.ndarray) -> np.ndarray:
-    """Whether each op event lies inside one of the last 4 module executions before it on its line."""
-    mods = np.flatnonzero(module)
-    if not mods.size or not ops.size:
-        return np.zeros(ops.size, bool)
-    before = np.cumsum(module)[ops]  # modules up to each op (an op is no module)
-    first = np.searchsorted(line[mods], line[ops])  # the first module of the op's line
-    inside = np.zeros(ops.size, bool)
-    for back in range(1, 5):
-        j = before - back
-        ok = j >= np.maximum(first, before - 4)
-        j = np.where(ok, j, 0)
-        inside |= ok & (start[mods[j]] <= start[ops]) & (end[ops] <= end[mods[j]])
-    return inside

@@ -6,6 +6,9 @@ key byte 0x22, as ``XLineRaw`` leaves them) and returns every event (``XEvent``:
 (``XStat``: ``metadata_id = 1`` and one of ``double_value = 2``, ``uint64_value = 3``, ``int64_value = 4``,
 ``str_value = 5``, ``bytes_value = 6``, ``ref_value = 7``), with the semantics of a protobuf parser: the last
 value of a field wins, a oneof holds the member set last, a field of an unexpected wire type is unknown.
+Beside it, what the reader builds its rows with: ``Strings`` (every text once, rows carrying codes),
+``plane_codes`` (metadata ids to name codes), ``pick`` (an event's first or last stat of a key) and
+``inside_recent_module`` (which op events lie in a module execution).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from tracekit.parsers.xplane_wire import as_buffer, fields, records, walk
 
@@ -104,3 +108,81 @@ def _stats(buf: np.ndarray, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray
                 kind[sel], value[sel] = number, f.value[hit]
                 sstart[sel], slength[sel] = f.start[hit], f.length[hit]
     return Stats(event, mid.view(np.int64), kind, value, sstart, slength)
+
+
+class Strings:
+    """Every text of the file once (names, stat texts): rows carry codes into it, -1 for NULL."""
+
+    def __init__(self) -> None:
+        self.values: list[str] = []
+        self.codes: dict[str, int] = {}
+
+    def code(self, value: str | None) -> int:
+        if value is None:
+            return -1
+        if value not in self.codes:
+            self.codes[value] = len(self.values)
+            self.values.append(value)
+        return self.codes[value]
+
+    def map(self, codes: np.ndarray, fn) -> np.ndarray:
+        """``codes`` with each text replaced by ``fn(text)`` (a text or None)."""
+        return self._lookup(np.array([self.code(fn(v)) for v in list(self.values)], np.int64), codes, -1)
+
+    def test(self, codes: np.ndarray, fn) -> np.ndarray:
+        """Whether ``fn(text)`` holds for each code's text (False for NULL)."""
+        return self._lookup(np.array([bool(fn(v)) for v in self.values], bool), codes, False)
+
+    @staticmethod
+    def _lookup(table: np.ndarray, codes: np.ndarray, null) -> np.ndarray:
+        out = table[np.maximum(codes, 0)] if table.size else np.full(codes.size, null, table.dtype)
+        out[codes < 0] = null
+        return out
+
+    def column(self, codes: np.ndarray) -> pa.Array:
+        return pa.array(self.values, pa.string()).take(pa.array(codes, pa.int64(), mask=codes < 0))
+
+
+def plane_codes(strings: Strings, ids: np.ndarray, names: dict[int, str]) -> np.ndarray:
+    """Codes of the metadata names ``ids`` point at in one plane (-1 where the plane has no such id)."""
+    if not names or not ids.size:
+        return np.full(ids.size, -1, np.int64)
+    keys = np.fromiter(names.keys(), np.int64, len(names))
+    if keys.min() >= 0 and keys.max() < 1 << 22:  # XPlane numbers its metadata 1, 2, ...: a dense table
+        table = np.full(int(keys.max()) + 1, -1, np.int64)
+        table[keys] = [strings.code(v) for v in names.values()]
+        inside = (ids >= 0) & (ids < table.size)
+        return np.where(inside, table[np.where(inside, ids, 0)], -1)
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    return np.array([strings.code(names.get(int(u))) for u in uniq], np.int64)[inverse]
+
+
+def pick(stats: Stats, key: np.ndarray, which: int, n: int, last: bool) -> np.ndarray:
+    """Per event, the index of its last (or first) stat of kind ``which``; -1 where it has none."""
+    rows = np.flatnonzero(key == which)
+    ev = stats.event[rows]
+    edge = np.ones(rows.size, bool)
+    if last:
+        edge[:-1] = ev[:-1] != ev[1:]
+    else:
+        edge[1:] = ev[1:] != ev[:-1]
+    out = np.full(n, -1, np.int64)
+    out[ev[edge]] = rows[edge]
+    return out
+
+
+def inside_recent_module(ops: np.ndarray, module: np.ndarray, line: np.ndarray, start: np.ndarray,
+                          end: np.ndarray) -> np.ndarray:
+    """Whether each op event lies inside one of the last 4 module executions before it on its line."""
+    mods = np.flatnonzero(module)
+    if not mods.size or not ops.size:
+        return np.zeros(ops.size, bool)
+    before = np.cumsum(module)[ops]  # modules up to each op (an op is no module)
+    first = np.searchsorted(line[mods], line[ops])  # the first module of the op's line
+    inside = np.zeros(ops.size, bool)
+    for back in range(1, 5):
+        j = before - back
+        ok = j >= np.maximum(first, before - 4)
+        j = np.where(ok, j, 0)
+        inside |= ok & (start[mods[j]] <= start[ops]) & (end[ops] <= end[mods[j]])
+    return inside
