@@ -8,7 +8,11 @@ Run: ``.venv/bin/python bench/bench_readers.py [--kernels 100000] [--repeat 3] [
   takes from each and no join, fetched into Arrow with adbc-driver-sqlite, as ``bench_ingest.py`` measures nsys.
   Ingest: ``read_rocpd`` into an in-memory DuckDB store.
 - XPlane: an XSpace of N kernels with their launches, modules and ops (``fixtures.synth_xplane``). Bare read:
-  ``XSpace.ParseFromString``. Ingest: ``read_xplane`` into an in-memory DuckDB store (parse included).
+  ``XSpace.ParseFromString`` of the file's bytes (protobuf's C parser building every event and stat as a C
+  message, no Python object per event: the fastest plain parse). Ingest: ``read_xplane`` into an in-memory
+  DuckDB store (parse included). ``xplane decode`` is the ingest without the store: the file read and
+  decoded into the Arrow tables it would insert (``parsers.xplane._Loader.decode``), so the store insert is
+  the difference.
 
 Each figure is the fastest of ``--repeat`` runs in this process (imports warm), wall clock.
 """
@@ -32,8 +36,8 @@ from fixtures.synth_rocpd import write_rocpd  # noqa: E402
 from fixtures.synth_xplane import OPS, build_xspace  # noqa: E402
 from tracekit.parsers.rocpd import read_rocpd  # noqa: E402
 from tracekit.parsers.schema import create_tables  # noqa: E402
-from tracekit.parsers.xplane import read_xplane  # noqa: E402
-from tracekit.parsers.xplane_proto import XSpace  # noqa: E402
+from tracekit.parsers.xplane import _Loader, read_xplane  # noqa: E402
+from tracekit.parsers.xplane_proto import XSpace, XSpaceRaw  # noqa: E402
 
 NAMES = ("Cijk_Ailk_Bljk_BBS_BH_MT256x128x64_MI16x16x16x1_SN",
          "void at::native::vectorized_layer_norm_kernel<float>(int)",
@@ -80,28 +84,43 @@ def ingest(reader, path: Path) -> None:
     con.close()
 
 
+def decode_xplane(path: Path) -> None:
+    space = XSpaceRaw()
+    space.ParseFromString(path.read_bytes())
+    _Loader(path, None).decode(space)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernels", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "tracekit-bench-readers")
+    ap.add_argument("--only", choices=("rocpd", "xplane"), help="measure one format")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     rows = []
-    db = rocpd_file(args.kernels, args.workdir)
-    bare, full = best(lambda: bare_rocpd(db), args.repeat), best(lambda: ingest(read_rocpd, db), args.repeat)
-    rows.append(("rocpd", args.kernels, db.stat().st_size, bare, full))
+    if args.only != "xplane":
+        db = rocpd_file(args.kernels, args.workdir)
+        bare, full = best(lambda: bare_rocpd(db), args.repeat), best(lambda: ingest(read_rocpd, db), args.repeat)
+        rows.append(("rocpd", args.kernels, db.stat().st_size, bare, full))
+    if args.only != "rocpd":
+        rows += xplane_rows(args)
+    print("| format | kernels | file MB | bare read s | ingest s | ingest / bare |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for fmt, n, size, bare, full in rows:
+        print(f"| {fmt} | {n:,} | {size / 1e6:.1f} | {bare:.3f} | {full:.3f} | {full / bare:.1f}x |")
+
+
+def xplane_rows(args: argparse.Namespace) -> list[tuple]:
     space = build_xspace(args.kernels // len(OPS))
     xp = args.workdir / f"bench_{args.kernels}.xplane.pb"
     xp.write_bytes(space.SerializeToString())
     data = xp.read_bytes()
     bare = best(lambda: XSpace().ParseFromString(data), args.repeat)
     full = best(lambda: ingest(read_xplane, xp), args.repeat)
-    rows.append(("xplane", args.kernels // len(OPS) * len(OPS), len(data), bare, full))
-    print("| format | kernels | file MB | bare read s | ingest s | ingest / bare |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for fmt, n, size, bare, full in rows:
-        print(f"| {fmt} | {n:,} | {size / 1e6:.1f} | {bare:.3f} | {full:.3f} | {full / bare:.1f}x |")
+    decoded = best(lambda: decode_xplane(xp), args.repeat)
+    n = args.kernels // len(OPS) * len(OPS)
+    return [("xplane", n, len(data), bare, full), ("xplane decode (no store insert)", n, len(data), bare, decoded)]
 
 
 if __name__ == "__main__":

@@ -244,15 +244,16 @@ class _Loader:
         stat_plane = plane[st.event]
         for pi in np.unique(plane).tolist():
             p = space.planes[pi]
-            a, b = np.searchsorted(plane, [pi, pi + 1])
+            a, b = np.searchsorted(plane, [pi, pi + 1])  # a plane's events lie together
             name[a:b] = plane_codes(strings, ev.metadata_id[a:b], {k: v.name for k, v in p.event_metadata.items()})
             snames = {k: v.name for k, v in p.stat_metadata.items()}
-            sa, sb = np.searchsorted(stat_plane, [pi, pi + 1])
-            mids, keys = st.metadata_id[sa:sb], key[sa:sb]
+            here = np.flatnonzero(stat_plane == pi)  # its stats do not (they come round by round)
+            mids, keys = st.metadata_id[here], key[here]
             for sid, sname in snames.items():
                 if sname in _STAT_KEYS:
                     keys[mids == sid] = _STAT_KEYS[sname]
-            rows = np.flatnonzero(keys >= DETAILS) + sa  # a text: the name a ref value points at, or the string
+            key[here] = keys
+            rows = here[keys >= DETAILS]  # a text: the name a ref value points at, or the string
             kinds, values = st.kind[rows], st.value[rows]
             ref = (kinds == 7) & (values != 0)
             texts[rows[ref]] = plane_codes(strings, values[ref].view(np.int64), snames)
@@ -284,7 +285,13 @@ class _Loader:
         strings = self.strings
         prog = np.where(np.ma.getmaskarray(program)[rows], -1, program.data[rows])
         keys = np.stack([prog, module[rows], hlo[rows], category[rows]], axis=1)
-        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+        size = len(strings.values) + 1
+        if prog.min() >= -1 and (int(prog.max()) + 1) * size**3 < 1 << 62:  # one integer per combination
+            flat = (((prog + 1) * size + keys[:, 1] + 1) * size + keys[:, 2] + 1) * size + keys[:, 3] + 1
+            _, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+            uniq = keys[first]
+        else:
+            uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
 
         def text(c: int) -> str | None:
             return strings.values[c] if c >= 0 else None

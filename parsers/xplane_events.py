@@ -38,7 +38,8 @@ class Events:
 
 @dataclass(frozen=True)
 class Stats:
-    """One row per stat, ordered by event and then as recorded; ``kind`` is the value's field number (0:
+    """One row per stat, in rounds (every event's first stat, then every second one, ...: an event's stats
+    in the order recorded, a row index growing with it); ``kind`` is the value's field number (0:
     none), ``value`` a varint value (uint64, ``int64_value`` as its two's complement), ``start``/``length``
     the bytes of a string value in ``buf``."""
 
@@ -90,8 +91,7 @@ def _stats(buf: np.ndarray, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray
     if parts:
         event = np.concatenate([p[0] for p in parts])
         start, end = np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
-        order = np.argsort(event, kind="stable")  # by event, then round: the order recorded
-        event, start, end = event[order], start[order], end[order]
+
     else:
         event = start = end = np.zeros(0, np.int64)
     n = event.size
@@ -140,7 +140,9 @@ class Strings:
         return out
 
     def column(self, codes: np.ndarray) -> pa.Array:
-        return pa.array(self.values, pa.string()).take(pa.array(codes, pa.int64(), mask=codes < 0))
+        """The texts of ``codes`` as a dictionary-encoded Arrow column (the store takes it as VARCHAR)."""
+        return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32(), mask=codes < 0),
+                                              pa.array(self.values, pa.string()))
 
 
 def plane_codes(strings: Strings, ids: np.ndarray, names: dict[int, str]) -> np.ndarray:
@@ -160,14 +162,13 @@ def plane_codes(strings: Strings, ids: np.ndarray, names: dict[int, str]) -> np.
 def pick(stats: Stats, key: np.ndarray, which: int, n: int, last: bool) -> np.ndarray:
     """Per event, the index of its last (or first) stat of kind ``which``; -1 where it has none."""
     rows = np.flatnonzero(key == which)
-    ev = stats.event[rows]
-    edge = np.ones(rows.size, bool)
     if last:
-        edge[:-1] = ev[:-1] != ev[1:]
-    else:
-        edge[1:] = ev[1:] != ev[:-1]
-    out = np.full(n, -1, np.int64)
-    out[ev[edge]] = rows[edge]
+        out = np.full(n, -1, np.int64)
+        np.maximum.at(out, stats.event[rows], rows)
+        return out
+    out = np.full(n, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(out, stats.event[rows], rows)
+    out[out == np.iinfo(np.int64).max] = -1
     return out
 
 

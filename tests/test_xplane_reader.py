@@ -220,8 +220,9 @@ def test_edge_rows(tmp_path: Path) -> None:
     path = tmp_path / "edge.xplane.pb"
     path.write_bytes(_edge_space().SerializeToString())
     con = read(path)
-    assert con.execute("SELECT start_ns - 1000000000000000000, dur_ns, name, correlation_id, grid_x, block_z FROM kernels").fetchall(
-        ) == [(6, 3, "k1", 78, 7, 3), (3, 1, None, None, None, None)]  # 5 + round(1.499), 5 + floor(-1.5)
+    rows = con.execute("SELECT start_ns - 1000000000000000000, dur_ns, name, correlation_id, grid_x, block_z "
+                       "FROM kernels").fetchall()
+    assert rows == [(6, 3, "k1", 78, 7, 3), (3, 1, None, None, None, None)]  # 5 + round(1.499), 5 + floor(-1.5)
     assert con.execute("SELECT copy_kind, bytes FROM memops").fetchall() == [("HtoD", 4096)]
     assert con.execute("SELECT detail, count FROM read_notes ORDER BY 1").fetchall() == [
         ("aggregated events", 1), ("device line XLA Ops", 1)]
