@@ -14,14 +14,19 @@ Run: ``.venv/bin/python bench/bench_readers.py [--kernels 100000] [--repeat 3] [
   decoded into the Arrow tables it would insert (``parsers.xplane._Loader.decode``), so the store insert is
   the difference.
 
+``--before REV`` adds the XPlane reader of git revision REV (``parsers/xplane.py`` as it was there, loaded
+beside today's) to the same run, as ``xplane @REV``: before and after on one machine state.
+
 Each figure is the fastest of ``--repeat`` runs in this process (imports warm), wall clock.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -90,12 +95,22 @@ def decode_xplane(path: Path) -> None:
     _Loader(path, None).decode(space)
 
 
+def reader_at(rev: str):
+    """``read_xplane`` as ``parsers/xplane.py`` defined it at git revision ``rev``."""
+    source = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:parsers/xplane.py"], check=True,
+                            capture_output=True, text=True).stdout
+    module = types.ModuleType(f"xplane_at_{rev}")
+    exec(compile(source, f"{rev}:parsers/xplane.py", "exec"), module.__dict__)  # noqa: S102 - our own history
+    return module.read_xplane
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernels", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "tracekit-bench-readers")
     ap.add_argument("--only", choices=("rocpd", "xplane"), help="measure one format")
+    ap.add_argument("--before", metavar="REV", help="also measure the XPlane reader of this git revision")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -120,7 +135,11 @@ def xplane_rows(args: argparse.Namespace) -> list[tuple]:
     full = best(lambda: ingest(read_xplane, xp), args.repeat)
     decoded = best(lambda: decode_xplane(xp), args.repeat)
     n = args.kernels // len(OPS) * len(OPS)
-    return [("xplane", n, len(data), bare, full), ("xplane decode (no store insert)", n, len(data), bare, decoded)]
+    rows = [("xplane", n, len(data), bare, full), ("xplane decode (no store insert)", n, len(data), bare, decoded)]
+    if args.before:
+        before = reader_at(args.before)
+        rows.append((f"xplane @{args.before}", n, len(data), bare, best(lambda: ingest(before, xp), args.repeat)))
+    return rows
 
 
 if __name__ == "__main__":
