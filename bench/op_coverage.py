@@ -9,6 +9,8 @@ left out):
 - ``with an op``: the share of it that has a launching op in the capture (``unattributed_ns`` is the rest:
   kernels queued before the profiler started, or replayed from a graph whose capture is not given, have none);
 - ``of those``: covered over the time with a launching op (``covered_launched_fraction``);
+- ``tight``: the share under floors that bound their op's main operands (``tight_fraction``: not the bytes
+  bounds of ops whose expert weights or cached context are not among their inputs);
 - ``min ratio``: the smallest measured / t_opt of any op instance (below 1: an op beat its floor);
 - the op without a floor that has most GPU time.
 
@@ -56,7 +58,7 @@ def coverage(paths: list[Path], cache_dir: Path) -> dict:
     with_op = covered / of_launched if of_launched else None  # time with a launching op / non-communication time
     unmodelled = op["unmodelled"][0] if op["unmodelled"] else None
     return {"op_floor": True, "steps": op["steps"], "gpu_ms": gpu_ns / 1e6, "covered": covered,
-            "launched": with_op, "of_launched": of_launched,
+            "launched": with_op, "of_launched": of_launched, "tight": op["tight_fraction"],
             "min_ratio": (op["min_instance_ratio"] or {}).get("ratio"),
             "top_unmodelled": f"{unmodelled['op']} {unmodelled['measured_ns'] / 1e6:.3f} ms" if unmodelled else "-"}
 
@@ -68,8 +70,9 @@ def main() -> int:
     parser.add_argument("--write-doc", action="store_true")
     args = parser.parse_args()
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="tracekit-coverage-"))
-    lines = ["| trace | steps | gpu ms | covered | with an op | of those | min ratio | largest without a floor |",
-             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines = ["| trace | steps | gpu ms | covered | with an op | of those | tight | min ratio "
+             "| largest without a floor |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     print("\n".join(lines))
     for group in SHAPED:
         paths = [args.shared / p for p in group]
@@ -86,7 +89,7 @@ def main() -> int:
         launched = f"{c['launched']:.1%}" if c["launched"] is not None else "-"
         ratio = f"{c['min_ratio']:.3f}" if c["min_ratio"] is not None else "-"
         lines.append(f"| {name} | {c['steps']} | {c['gpu_ms']:.3f} | {c['covered']:.1%} | {launched} | "
-                     f"{c['of_launched']:.1%} | {ratio} | {c['top_unmodelled']} |")
+                     f"{c['of_launched']:.1%} | {c['tight']:.1%} | {ratio} | {c['top_unmodelled']} |")
         print(lines[-1], flush=True)
     if args.write_doc:
         text = DOC.read_text(encoding="utf-8")

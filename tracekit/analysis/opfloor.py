@@ -300,8 +300,8 @@ def verdict_coverage_reason(op: OpFloor) -> str | None:
         return None
     top = ", ".join(f"{u['op']} {u['measured_ns'] / 1e6:.3f} ms" for u in op.section["unmodelled"][:3])
     outside = op.section["unattributed_ns"]
-    of_launched = (f", {op.section['covered_launched_fraction']:.0%} of the GPU time the capture launched"
-                   if outside else "")
+    of_launched = (f", {op.section['covered_launched_fraction']:.0%} of the GPU time that has a launching op in "
+                   "the trace" if outside else "")
     return (f"no --config, and the op floor speaks for only {covered:.0%} of the GPU time{of_launched} (under "
             f"{MIN_VERDICT_COVERAGE:.0%}; without one: {top}): a verdict from it would judge the rest unseen; "
             "give --config (tracekit config-draft FILE drafts one)")
