@@ -32,7 +32,8 @@ _SIZES = re.compile(NVTX_SHAPES_REGEX)
 def read_nvtx_shapes(con: duckdb.DuckDBPyConnection) -> int:
     """Turn the NVTX op ranges with sizes in ``ranges`` into cpu ops with ``op_shapes`` rows; their number."""
     rows = con.execute("SELECT rank, pid, tid, start_ns, end_ns, name FROM ranges "
-                       "WHERE source = 'nvtx' AND regexp_full_match(name, $re)", {"re": NVTX_SHAPES_REGEX}).fetchall()
+                       "WHERE source = 'nvtx' AND contains(name, ', sizes = [') AND regexp_full_match(name, $re)",
+                       {"re": NVTX_SHAPES_REGEX}).fetchall()
     if not rows:
         return 0
     out: dict[str, list] = {c: [] for c in ("rank", "pid", "tid", "start_ns", "end_ns", "name", "input_dims",
@@ -56,5 +57,6 @@ def read_nvtx_shapes(con: duckdb.DuckDBPyConnection) -> int:
     finally:
         con.unregister("_nvtx_shapes")
     con.execute("UPDATE ranges SET kind = 'op', name = regexp_extract(name, $re, 1) "
-                "WHERE source = 'nvtx' AND regexp_full_match(name, $re)", {"re": NVTX_SHAPES_REGEX}).fetchall()
+                "WHERE source = 'nvtx' AND contains(name, ', sizes = [') AND regexp_full_match(name, $re)",
+                {"re": NVTX_SHAPES_REGEX}).fetchall()
     return len(table)
