@@ -46,7 +46,7 @@ from tracekit.budgets.classify import load_rules
 from tracekit.budgets.configs import load_config
 from tracekit.errors import InputError
 from tracekit.parsers.schema import NO_GPU_ACTIVITY
-from tracekit.schema.report import typed_report
+from tracekit.schema.report import Report, typed_report
 from tracekit.store.ingest import Store
 
 MAX_SAMPLES = 2_000  # per-step samples kept in the report (evenly thinned beyond)
@@ -128,6 +128,7 @@ class Analysis:
     store: Store
     opts: AnalyzeOptions
     cross: CrossRank | None = None  # the cross-rank analysis (None for one device)
+    typed: Report | None = None  # ``report`` as its typed contract (what the renderers read)
     _reader: DetailReader | None = field(default=None, init=False, repr=False)
 
     def _detail_reader(self) -> DetailReader:
@@ -274,8 +275,8 @@ def build_analysis(store: Store, opts: AnalyzeOptions, results: list[DeviceAnaly
         "caveats": caveat_texts(caveats) + (fit.caveats if fit else []) + store.warnings,
         "walls": walls_section(opts),
     }
-    typed_report(report)  # the contract: a section without its field in tracekit/schema/report.py fails here
-    return Analysis(report, results, store, opts, cross)
+    typed = typed_report(report)  # the contract: a section without its field in tracekit/schema/report.py fails here
+    return Analysis(report, results, store, opts, cross, typed)
 
 
 def _position(results: list[DeviceAnalysis], step: StepAccount) -> tuple[int, int, int]:

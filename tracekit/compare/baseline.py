@@ -14,8 +14,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from tracekit.analysis.options import REPORT_SCHEMA
 from tracekit.errors import InputError
+from tracekit.schema.report import typed_report
 from tracekit.store.cache import default_cache_dir
 
 PREFIX = "baseline:"
@@ -79,10 +82,10 @@ def listing(directory: Path | None) -> list[dict[str, Any]]:
     for name in names(directory):
         path = baseline_path(name, directory)
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-            out.append({"name": name, "path": str(path), "config": doc["config"]["name"], "verdict": doc["verdict"],
-                        "step_ns_p50": doc["steps"]["step_ns_p50"], "steps": doc["steps"]["count"]})
-        except (OSError, ValueError, KeyError, TypeError):
+            doc = typed_report(json.loads(path.read_text(encoding="utf-8")))
+            out.append({"name": name, "path": str(path), "config": doc.config.name, "verdict": str(doc.verdict),
+                        "step_ns_p50": doc.steps.step_ns_p50, "steps": doc.steps.count})
+        except (OSError, ValueError, msgspec.ValidationError):
             out.append({"name": name, "path": str(path), "config": None, "verdict": "unreadable",
                         "step_ns_p50": None, "steps": None})
     return out

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracekit.schema.report import Report
+
 SIDES = ("BEFORE", "AFTER")
 
 
-def _gpus(report: dict[str, Any]) -> set[str] | None:
+def _gpus(report: Report) -> set[str] | None:
     """The GPU models the side's capture ran on (None for a report that does not record them)."""
-    if any("gpus" not in i for i in report["inputs"]):
+    if any(i.gpus is None for i in report.inputs):
         return None
-    return {g for i in report["inputs"] for g in i["gpus"]}
+    return {g for i in report.inputs for g in i.gpus or ()}
 
 
 def _check(name: str, before: Any, after: Any, same: bool | None, blocking: bool, reason: str) -> dict[str, Any]:
@@ -25,10 +27,10 @@ def _list(values: Any) -> str:
     return ", ".join(sorted(values)) if values else "none"
 
 
-def checks(b: dict[str, Any], a: dict[str, Any]) -> list[dict[str, Any]]:
+def checks(b: Report, a: Report) -> list[dict[str, Any]]:
     """Every comparability check of BEFORE ``b`` against AFTER ``a`` (``same`` None: not recorded)."""
     out = []
-    cap = [bool(r["steps"].get("capture_only")) for r in (b, a)]
+    cap = [r.steps.capture_only for r in (b, a)]
     out.append(_check("graph_capture", cap[0], cap[1], not any(cap), True, "; ".join(
         f"{side} is a graph-capture trace (graphs captured, almost nothing run): no step to compare"
         for side, c in zip(SIDES, cap, strict=True) if c)))
@@ -36,37 +38,36 @@ def checks(b: dict[str, Any], a: dict[str, Any]) -> list[dict[str, Any]]:
     out.append(_check("gpu", sorted(gb) if gb is not None else None, sorted(ga) if ga is not None else None,
                       None if gb is None or ga is None else gb == ga, True,
                       f"the captures ran on different GPUs ({_list(gb)} vs {_list(ga)}): step times do not compare"))
-    hb, ha = (b["floor"] or {}).get("hardware"), (a["floor"] or {}).get("hardware")
+    hb, ha = (b.floor.hardware if b.floor else None), (a.floor.hardware if a.floor else None)
     out.append(_check("config_hardware", hb, ha, None if not (hb and ha) else hb == ha, True,
                       f"the configs describe different hardware ({hb} vs {ha}): budgets and floors differ"))
-    cb, ca = (b["config"]["name"], b["config"].get("effective")), (a["config"]["name"], a["config"].get("effective"))
+    cb, ca = (b.config.name, b.config.effective), (a.config.name, a.config.effective)
     out.append(_check("config", cb[0], ca[0], cb == ca, True,
                       f"BEFORE and AFTER use different configs ({cb[0]} vs {ca[0]}): budgets and floors differ; "
                       "analyse both with one config"))
-    sb, sa = b["steps"]["source"], a["steps"]["source"]
+    sb, sa = b.steps.source, a.steps.source
     out.append(_check("step_source", sb, sa, sb == sa, True,
                       f"steps were found differently ({', '.join(sb)} vs {', '.join(sa)}): the step is not the "
                       "same unit; give both one --step"))
-    whole = ["whole_capture" in r["steps"]["source"] for r in (b, a)]
+    whole = ["whole_capture" in r.steps.source for r in (b, a)]
     out.append(_check("step_markers", not whole[0], not whole[1], not any(whole), True, "; ".join(
         f"{side} has no step markers: its step is the whole capture, whose length is the capture's, not the "
         "program's; give --step REGEX" for side, w in zip(SIDES, whole, strict=True) if w)))
-    rb, ra = len({r for i in b["inputs"] for r in i.get("ranks", [i["rank"]])}), \
-        len({r for i in a["inputs"] for r in i.get("ranks", [i["rank"]])})
+    rb, ra = len({r for i in b.inputs for r in i.ranks}), len({r for i in a.inputs for r in i.ranks})
     out.append(_check("ranks", rb, ra, rb == ra, True,
                       f"the captures hold {rb} vs {ra} ranks: not the same job layout"))
-    fb, fa = sorted({i["format"] for i in b["inputs"]}), sorted({i["format"] for i in a["inputs"]})
+    fb, fa = sorted({i.format for i in b.inputs}), sorted({i.format for i in a.inputs})
     out.append(_check("capture_format", fb, fa, fb == fa, False,
                       f"the captures come from different profilers ({_list(fb)} vs {_list(fa)}): kernel times "
                       "compare, host-side timings may not"))
-    kb = (b["config"].get("step_regex"), b["config"].get("skip_steps"))
-    ka = (a["config"].get("step_regex"), a["config"].get("skip_steps"))
+    kb = (b.config.step_regex, b.config.skip_steps)
+    ka = (a.config.step_regex, a.config.skip_steps)
     out.append(_check("step_options", list(kb), list(ka), kb == ka, False,
                       f"the sides were analysed with other --step/--skip-steps ({kb} vs {ka})"))
     return out
 
 
-def comparability(b: dict[str, Any], a: dict[str, Any]) -> dict[str, Any]:
+def comparability(b: Report, a: Report) -> dict[str, Any]:
     """``{fraction (passed / known checks), checks}``."""
     rows = checks(b, a)
     known = [r for r in rows if r["same"] is not None]

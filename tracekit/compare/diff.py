@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from tracekit.analysis.options import REPORT_SCHEMA, AnalyzeOptions
@@ -21,19 +22,21 @@ from tracekit.compare.comparability import notes as comparability_notes
 from tracekit.compare.kernels import kernel_figure, kernel_rows
 from tracekit.compare.noise import PRACTICAL_THRESHOLD, RESAMPLES, compare
 from tracekit.errors import InputError
+from tracekit.schema.diff import DIFF_SCHEMA
+from tracekit.schema.report import ClassRow, Report, Samples, typed_report
 
-DIFF_SCHEMA = "tracekit.diff/v1"
 SIGNIFICANT_STEP_CHANGE = 0.01  # a step change under 1% of BEFORE's p50 is noise: no shares of it are given
 SNIFF_BYTES = 4096
 
 
 @dataclass
 class Side:
-    """One input: where it came from and its v2 report."""
+    """One input: where it came from and its v2 report (as read or analysed, and as its typed contract)."""
 
     path: str
     kind: str  # 'report' or 'trace'
     report: dict[str, Any]
+    typed: Report
 
 
 def json_schema(path: Path) -> str | None:
@@ -53,11 +56,21 @@ def json_schema(path: Path) -> str | None:
     return str(doc.get("schema")) if isinstance(doc, dict) else None
 
 
+def report_side(path: str, kind: str, report: dict[str, Any]) -> Side:
+    """A side of its report, converted to the contract once; a report file that does not hold to it is a
+    one-line error naming the file and the key."""
+    try:
+        return Side(path, kind, report, typed_report(report))
+    except msgspec.ValidationError as exc:
+        raise InputError(f"{path}: not a {REPORT_SCHEMA} report this tracekit reads ({exc}); write it again "
+                         "with `tracekit analyze --format json --out FILE`") from None
+
+
 def load_side(path: Path, opts: AnalyzeOptions, cache_dir: Path | None, use_cache: bool, jobs: int) -> Side:
     """A report file as is, or a trace (file or per-rank directory) analysed with ``opts``."""
     schema = json_schema(path)
     if schema == REPORT_SCHEMA:
-        return Side(str(path), "report", json.loads(path.read_text(encoding="utf-8")))
+        return report_side(str(path), "report", json.loads(path.read_text(encoding="utf-8")))
     if schema is not None:
         raise InputError(f"{path}: a {schema} document; give a {REPORT_SCHEMA} report "
                          "(`tracekit analyze --format json`) or a trace")
@@ -65,7 +78,7 @@ def load_side(path: Path, opts: AnalyzeOptions, cache_dir: Path | None, use_cach
     from tracekit.store.ingest import open_store
 
     with open_store([path], cache_dir=cache_dir, use_cache=use_cache, jobs=jobs) as store:
-        return Side(str(path), "trace", analyze(store, opts))
+        return report_side(str(path), "trace", analyze(store, opts))
 
 
 def _delta(before: int | float | None, after: int | float | None) -> dict[str, Any]:
@@ -74,39 +87,42 @@ def _delta(before: int | float | None, after: int | float | None) -> dict[str, A
             "delta_fraction": (d / before) if d is not None and before else None}
 
 
-def _classes(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["name"]: c for c in report["classes"]}
+def _classes(report: Report) -> dict[str, ClassRow]:
+    return {c.name: c for c in report.classes}
 
 
-def _owned(report: dict[str, Any], classes: dict[str, dict[str, Any]], name: str, comm: bool) -> int:
+def _owned(report: Report, classes: dict[str, ClassRow], name: str, comm: bool) -> int:
     """A class's owned time per step: its attributed compute, or for a collective its exposed time in the
     median step (``exposed_comm.by_collective``: the one exposed figure the diff shows for it)."""
     if comm:
-        return (report["exposed_comm"]["by_collective"].get(name) or {}).get("exposed_ns", 0)
-    return (classes.get(name) or {}).get("attributed_ns", 0)
+        row = report.exposed_comm.by_collective.get(name)
+        return row.exposed_ns if row else 0
+    own = classes.get(name)
+    return own.attributed_ns if own else 0
 
 
-def significant(before: dict[str, Any], after: dict[str, Any]) -> bool:
+def significant(before: Report, after: Report) -> bool:
     """Whether the step p50 changed by at least ``SIGNIFICANT_STEP_CHANGE`` of BEFORE's."""
-    b, a = before["steps"]["step_ns_p50"], after["steps"]["step_ns_p50"]
+    b, a = before.steps.step_ns_p50, after.steps.step_ns_p50
     return bool(b) and abs(a - b) >= SIGNIFICANT_STEP_CHANGE * b
 
 
-def changes(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+def changes(before: Report, after: Report) -> list[dict[str, Any]]:
     """The step partitioned into owners (host-gap causes and each class's attributed time, communication
     classes by their exposed time), each owner's change, the one that explains most of the step change first.
     Shares of the step change are given only when that change is significant (else None: 5 us of a 100 ms
     step is noise, and a share of it says nothing); the absolute deltas always."""
-    step_delta = after["steps"]["step_ns_p50"] - before["steps"]["step_ns_p50"]
+    step_delta = after.steps.step_ns_p50 - before.steps.step_ns_p50
     shares = significant(before, after)
     rows = []
-    for cause in sorted(set(before["host_gaps"]["by_cause"]) | set(after["host_gaps"]["by_cause"])):
-        b, a = before["host_gaps"]["by_cause"].get(cause, 0), after["host_gaps"]["by_cause"].get(cause, 0)
+    gaps_b, gaps_a = dict(before.host_gaps.by_cause.items()), dict(after.host_gaps.by_cause.items())
+    for cause in sorted(set(gaps_b) | set(gaps_a)):
+        b, a = gaps_b.get(cause, 0), gaps_a.get(cause, 0)
         rows.append({"component": f"host gap: {cause}", "kind": "host_gap", "name": cause,
                      "before_ns": b, "after_ns": a, "delta_ns": a - b})
     cb, ca = _classes(before), _classes(after)
     for name in sorted(set(cb) | set(ca)):
-        comm = (cb.get(name) or ca.get(name) or {}).get("communication", False)
+        comm = (cb.get(name) or ca[name]).communication
         b, a = _owned(before, cb, name, comm), _owned(after, ca, name, comm)
         rows.append({"component": f"{'exposed comm' if comm else 'class'}: {name}",
                      "kind": "exposed_comm" if comm else "class", "name": name,
@@ -121,50 +137,50 @@ def changes(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any
     return rows
 
 
-def inconclusive(b: dict[str, Any], a: dict[str, Any]) -> list[str]:
+def inconclusive(b: Report, a: Report) -> list[str]:
     """Why the two sides do not compare (empty when they do): the failed blocking comparability checks
     (other hardware, another config, steps found another way, a side that is one whole capture rather than
     steps, a graph-capture trace: it holds no step, so its "step" against a real one is no speed-up)."""
     return blocking_reasons(comparability(b, a))
 
 
-def gate_basis(b: dict[str, Any], a: dict[str, Any], section: dict[str, Any]) -> str | None:
+def gate_basis(b: Report, a: Report, section: dict[str, Any]) -> str | None:
     """What a gate judges: 'steps' when the sides compare; 'kernels' when both are whole captures (no step
     markers) that otherwise compare and share kernels; None when they do not compare."""
     if not blocking_reasons(section):
         return "steps"
-    whole = all("whole_capture" in r["steps"]["source"] for r in (b, a))
+    whole = all("whole_capture" in r.steps.source for r in (b, a))
     if whole and not blocking_reasons(section, frozenset({"step_markers"})) and kernel_figure(b, a):
         return "kernels"
     return None
 
 
-def _samples(report: dict[str, Any]) -> dict[str, Any]:
+def _samples(report: Report) -> Samples:
     """The report's per-step samples; a report without them (written before they were) has one sample: its
     medians (so its changes are untested)."""
-    if report.get("samples"):
-        return report["samples"]
-    return {"step_ns": [report["steps"]["step_ns_p50"]], "host_gap_ns": [report["host_gaps"]["total_ns"]],
-            "exposed_comm_ns": [report["exposed_comm"]["exposed_ns"]],
-            "class_ns": {c["name"]: [c["attributed_ns"]] for c in report["classes"]}}
+    if report.samples is not None:
+        return report.samples
+    return Samples(step_ns=[report.steps.step_ns_p50], host_gap_ns=[report.host_gaps.total_ns],
+                   exposed_comm_ns=[report.exposed_comm.exposed_ns],
+                   class_ns={c.name: [c.attributed_ns] for c in report.classes}, thinned=False)
 
 
-def noise(b: dict[str, Any], a: dict[str, Any], threshold: float = PRACTICAL_THRESHOLD) -> dict[str, Any]:
+def noise(b: Report, a: Report, threshold: float = PRACTICAL_THRESHOLD) -> dict[str, Any]:
     """The step, host gaps, exposed communication and each class tested: the change of the median of the
     per-step samples with its bootstrap interval, judged against ``threshold`` of BEFORE's step median."""
     sb, sa = _samples(b), _samples(a)
-    scale = b["steps"]["step_ns_p50"]
+    scale = b.steps.step_ns_p50
     classes = {}
-    for c in sorted(set(sb["class_ns"]) | set(sa["class_ns"])):
-        before = sb["class_ns"].get(c, [0] * len(sb["step_ns"]))
-        row = compare(before, sa["class_ns"].get(c, [0] * len(sa["step_ns"])), scale, threshold).section()
+    for c in sorted(set(sb.class_ns) | set(sa.class_ns)):
+        before = sb.class_ns.get(c, [0] * len(sb.step_ns))
+        row = compare(before, sa.class_ns.get(c, [0] * len(sa.step_ns)), scale, threshold).section()
         own = float(np.median(before)) if before else 0.0
         classes[c] = row | {"own_fraction": row["delta_ns"] / own if own else None}
     return {"method": "bootstrap interval on the difference of medians of per-step samples", "resamples": RESAMPLES,
             "practical_threshold": threshold,
-            "step": compare(sb["step_ns"], sa["step_ns"], scale, threshold).section(),
-            "host_gaps": compare(sb["host_gap_ns"], sa["host_gap_ns"], scale, threshold).section(),
-            "exposed_comm": compare(sb["exposed_comm_ns"], sa["exposed_comm_ns"], scale, threshold).section(),
+            "step": compare(sb.step_ns, sa.step_ns, scale, threshold).section(),
+            "host_gaps": compare(sb.host_gap_ns, sa.host_gap_ns, scale, threshold).section(),
+            "exposed_comm": compare(sb.exposed_comm_ns, sa.exposed_comm_ns, scale, threshold).section(),
             "classes": classes,
             "regressions": sorted((c for c, v in classes.items() if v["verdict"] == "regression"),
                                   key=lambda c: -classes[c]["delta_ns"]),
@@ -172,47 +188,62 @@ def noise(b: dict[str, Any], a: dict[str, Any], threshold: float = PRACTICAL_THR
                                    key=lambda c: classes[c]["delta_ns"])}
 
 
+def _floor_figure(report: Report, key: str) -> int | float | None:
+    fl = report.floor
+    if fl is None:
+        return None
+    return {"t_opt_ns": fl.t_opt_ns, "t_sum_ns": fl.t_sum_ns, "residual_ratio": fl.residual_ratio,
+            "position": fl.position}[key]
+
+
 def diff(before: Side, after: Side, threshold: float = PRACTICAL_THRESHOLD) -> dict[str, Any]:
-    """The ``tracekit.diff/v1`` document of two analysed sides."""
-    b, a = before.report, after.report
+    """The ``tracekit.diff/v1`` document of two analysed sides (assembled here; ``tracekit.compare.gate``
+    adds its judgement and converts it to ``tracekit.schema.diff.Diff``)."""
+    b, a = before.typed, after.typed
     cb, ca = _classes(b), _classes(a)
     comp = comparability(b, a)
-    caveats = [f"BEFORE: {c}" for c in b["caveats"]] + [f"AFTER: {c}" for c in a["caveats"]]
+    caveats = [f"BEFORE: {c}" for c in b.caveats] + [f"AFTER: {c}" for c in a.caveats]
     caveats += comparability_notes(comp)
-    fb, fa = b["floor"] or {}, a["floor"] or {}
-    gaps_b, gaps_a = b["host_gaps"]["by_cause"], a["host_gaps"]["by_cause"]
-    coll_b, coll_a = b["exposed_comm"]["by_collective"], a["exposed_comm"]["by_collective"]
+    gaps_b, gaps_a = dict(b.host_gaps.by_cause.items()), dict(a.host_gaps.by_cause.items())
+    coll_b, coll_a = b.exposed_comm.by_collective, a.exposed_comm.by_collective
     reasons = blocking_reasons(comp)
+
+    def exposed(coll: dict[str, Any], name: str) -> int:
+        return coll[name].exposed_ns if name in coll else 0
+
+    def figure(rows: dict[str, ClassRow], name: str, key: str) -> int:
+        row = rows.get(name)
+        return 0 if row is None else row.measured_ns if key == "measured_ns" else row.attributed_ns
+
     return {
         "schema": DIFF_SCHEMA,
-        "before": {"path": before.path, "kind": before.kind, "config": b["config"]["name"]},
-        "after": {"path": after.path, "kind": after.kind, "config": a["config"]["name"]},
-        "step": {"p50_ns": _delta(b["steps"]["step_ns_p50"], a["steps"]["step_ns_p50"]),
-                 "p99_ns": _delta(b["steps"]["step_ns_p99"], a["steps"]["step_ns_p99"]),
-                 "count": {"before": b["steps"]["count"], "after": a["steps"]["count"]},
+        "before": {"path": before.path, "kind": before.kind, "config": b.config.name},
+        "after": {"path": after.path, "kind": after.kind, "config": a.config.name},
+        "step": {"p50_ns": _delta(b.steps.step_ns_p50, a.steps.step_ns_p50),
+                 "p99_ns": _delta(b.steps.step_ns_p99, a.steps.step_ns_p99),
+                 "count": {"before": b.steps.count, "after": a.steps.count},
                  "significant": significant(b, a)},
         "conclusive": not reasons,
         "inconclusive": reasons,
         "comparability": comp,
         "gate_basis": gate_basis(b, a, comp),
         "noise": noise(b, a, threshold),
-        "floor": {k: _delta(fb.get(k), fa.get(k)) for k in ("t_opt_ns", "t_sum_ns", "residual_ratio", "position")},
-        "verdict": {"before": b["verdict"], "after": a["verdict"]},
+        "floor": {k: _delta(_floor_figure(b, k), _floor_figure(a, k))
+                  for k in ("t_opt_ns", "t_sum_ns", "residual_ratio", "position")},
+        "verdict": {"before": b.verdict, "after": a.verdict},
         "changes": changes(b, a),
-        "classes": [{"name": n, "communication": (cb.get(n) or ca.get(n))["communication"],
-                     **{k: _delta((cb.get(n) or {}).get(k, 0), (ca.get(n) or {}).get(k, 0))
-                        for k in ("measured_ns", "attributed_ns")},
-                     "budget_ns": (ca.get(n) or cb.get(n) or {}).get("budget_ns")}
+        "classes": [{"name": n, "communication": (cb.get(n) or ca[n]).communication,
+                     **{k: _delta(figure(cb, n, k), figure(ca, n, k)) for k in ("measured_ns", "attributed_ns")},
+                     "budget_ns": (ca.get(n) or cb[n]).budget_ns}
                     for n in sorted(set(cb) | set(ca))],
         "kernels": kernel_rows(b, a),
         "kernel_figure": kernel_figure(b, a),
-        "host_gaps": {"total_ns": _delta(b["host_gaps"]["total_ns"], a["host_gaps"]["total_ns"]),
+        "host_gaps": {"total_ns": _delta(b.host_gaps.total_ns, a.host_gaps.total_ns),
                       "by_cause": {c: _delta(gaps_b.get(c, 0), gaps_a.get(c, 0))
                                    for c in sorted(set(gaps_b) | set(gaps_a))}},
-        "exposed_comm": {"exposed_ns": _delta(b["exposed_comm"]["exposed_ns"], a["exposed_comm"]["exposed_ns"]),
-                         "by_collective": {c: _delta((coll_b.get(c) or {}).get("exposed_ns", 0),
-                                                     (coll_a.get(c) or {}).get("exposed_ns", 0))
+        "exposed_comm": {"exposed_ns": _delta(b.exposed_comm.exposed_ns, a.exposed_comm.exposed_ns),
+                         "by_collective": {c: _delta(exposed(coll_b, c), exposed(coll_a, c))
                                            for c in sorted(set(coll_b) | set(coll_a))}},
-        "reasons": [f"BEFORE: {r}" for r in b["reasons"]] + [f"AFTER: {r}" for r in a["reasons"]],
+        "reasons": [f"BEFORE: {r}" for r in b.reasons] + [f"AFTER: {r}" for r in a.reasons],
         "caveats": caveats,
     }

@@ -10,24 +10,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracekit.schema.report import KernelRow, Report
+
 MAX_ROWS = 20  # kernels in the diff's kernel-level section, largest change per step first
 
 
-def _table(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {k["name"]: k for k in report.get("kernels") or []}
+def _table(report: Report) -> dict[str, KernelRow]:
+    return {k.name: k for k in report.kernels}
 
 
-def kernel_rows(b: dict[str, Any], a: dict[str, Any]) -> list[dict[str, Any]]:
+def kernel_rows(b: Report, a: Report) -> list[dict[str, Any]]:
     """Per kernel in either side's table: class, launches, time per step and mean time per launch on both
     sides; the largest change per step first (``MAX_ROWS``)."""
     kb, ka = _table(b), _table(a)
     rows = []
     for name in set(kb) | set(ka):
-        x, y = kb.get(name) or {}, ka.get(name) or {}
-        before, after = x.get("per_step_ns", 0), y.get("per_step_ns", 0)
-        mb, ma = x.get("mean_ns"), y.get("mean_ns")
-        rows.append({"name": name, "class": x.get("class") or y.get("class"),
-                     "launches": {"before": x.get("launches", 0), "after": y.get("launches", 0)},
+        x, y = kb.get(name), ka.get(name)
+        before, after = x.per_step_ns if x else 0, y.per_step_ns if y else 0
+        mb, ma = x and x.mean_ns, y and y.mean_ns
+        rows.append({"name": name, "class": (x.cls if x else None) or (y.cls if y else None),
+                     "launches": {"before": x.launches if x else 0, "after": y.launches if y else 0},
                      "per_step_ns": {"before": before, "after": after, "delta": after - before},
                      "mean_ns": {"before": mb, "after": ma,
                                  "delta_fraction": (ma / mb - 1) if mb and ma is not None else None}})
@@ -35,17 +37,16 @@ def kernel_rows(b: dict[str, Any], a: dict[str, Any]) -> list[dict[str, Any]]:
     return rows[:MAX_ROWS]
 
 
-def kernel_figure(b: dict[str, Any], a: dict[str, Any], cls: str | None = None) -> dict[str, Any] | None:
+def kernel_figure(b: Report, a: Report, cls: str | None = None) -> dict[str, Any] | None:
     """BEFORE's launches at AFTER's per-launch times against BEFORE's time, over the kernels both sides hold
     (of class ``cls`` when given); None when they share no kernel."""
     kb, ka = _table(b), _table(a)
-    both = [n for n in kb if n in ka and kb[n]["launches"] and ka[n]["launches"]
-            and (cls is None or kb[n]["class"] == cls)]
+    both = [n for n in kb if n in ka and kb[n].launches and ka[n].launches and (cls is None or kb[n].cls == cls)]
     if not both:
         return None
-    before = sum(kb[n]["total_ns"] for n in both)
-    after = sum(kb[n]["launches"] * ka[n]["total_ns"] / ka[n]["launches"] for n in both)
-    all_before = sum(k["total_ns"] for k in kb.values() if cls is None or k["class"] == cls)
+    before = sum(kb[n].total_ns for n in both)
+    after = sum(kb[n].launches * ka[n].total_ns / ka[n].launches for n in both)
+    all_before = sum(k.total_ns for k in kb.values() if cls is None or k.cls == cls)
     return {"kernels": len(both), "before_ns": before, "after_ns": int(round(after)),
             "delta_fraction": after / before - 1 if before else None,
             "coverage": before / all_before if all_before else None}

@@ -12,6 +12,7 @@ from typing import Any
 
 from tracekit.report.text import inert
 from tracekit.report.timeline import CAUSE_COLOURS, EXPOSED_COLOUR, StepPicture
+from tracekit.schema.report import ClassRow, Report
 
 LANE_PX = 24
 BAR_PX = 18
@@ -107,57 +108,57 @@ def _scale(vmax: float, x0: float, x1: float) -> Any:
     return lambda v: x0 + (x1 - x0) * (v / vmax if vmax > 0 else 0)
 
 
-def class_bars(classes: list[dict[str, Any]], threshold: float, colours: dict[str, str]) -> str:
+def class_bars(classes: list[ClassRow], threshold: float, colours: dict[str, str]) -> str:
     """Per class: budget (grey), measured (class colour), threshold x budget (red tick), ratio."""
-    rows = [c for c in classes if c["measured_ns"] > 0]
+    rows = [c for c in classes if c.measured_ns > 0]
     if not rows:
         return "<p>No kernel time in the analysed steps.</p>"
     row_h, top, left, right = 28, 24, 170, WIDTH - 250
-    vmax = max(max(c["measured_ns"], (c["budget_ns"] or 0) * threshold) for c in rows) * 1.04
+    vmax = max(max(c.measured_ns, (c.budget_ns or 0) * threshold) for c in rows) * 1.04
     x = _scale(vmax, left, right)
     out = [f'<text x="{left}" y="14" class="muted">per step (median); grey: budget from the floor; red tick: '
            f'{threshold:g}× budget</text>']
     for i, c in enumerate(rows):
         y = top + i * row_h
-        out.append(f'<text x="{left - 8}" y="{y + 17}" text-anchor="end">{esc(c["name"])}</text>')
-        budget = c["budget_ns"]
+        out.append(f'<text x="{left - 8}" y="{y + 17}" text-anchor="end">{esc(c.name)}</text>')
+        budget = c.budget_ns
         if budget:
             out.append(f'<rect x="{left}" y="{y + 3}" width="{x(budget) - left:.1f}" height="{row_h - 8}" '
                        f'fill="#d5dbe1"><title>budget {esc(ms(budget))}</title></rect>')
             tx = x(budget * threshold)
             out.append(f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{y + 1}" y2="{y + row_h - 3}" stroke="#d62728" '
                        'stroke-width="2"/>')
-        stroke = ' stroke="#d62728" stroke-width="2"' if c["over_budget"] else ""
-        out.append(f'<rect x="{left}" y="{y + 8}" width="{max(x(c["measured_ns"]) - left, 0.5):.1f}" height="10" '
-                   f'fill="{colours.get(c["name"], "#888")}"{stroke}><title>measured {esc(ms(c["measured_ns"]))}'
+        stroke = ' stroke="#d62728" stroke-width="2"' if c.over_budget else ""
+        out.append(f'<rect x="{left}" y="{y + 8}" width="{max(x(c.measured_ns) - left, 0.5):.1f}" height="10" '
+                   f'fill="{colours.get(c.name, "#888")}"{stroke}><title>measured {esc(ms(c.measured_ns))}'
                    f'</title></rect>')
-        if c["communication"]:
-            note = f"{ms(c['measured_ns'])}, exposed {ms(c['attributed_ns'])}"
+        if c.communication:
+            note = f"{ms(c.measured_ns)}, exposed {ms(c.attributed_ns)}"
         elif budget:
-            note = f"{ms(c['measured_ns'])} / {ms(budget)} = {c['ratio']:.2f}×" + (" over" if c["over_budget"] else "")
+            note = f"{ms(c.measured_ns)} / {ms(budget)} = {c.ratio:.2f}×" + (" over" if c.over_budget else "")
         else:
-            note = f"{ms(c['measured_ns'])} (no budget)"
+            note = f"{ms(c.measured_ns)} (no budget)"
         out.append(f'<text x="{right + 8}" y="{y + 17}" class="muted">{esc(note)}</text>')
     h = top + len(rows) * row_h + 4
     return f'<svg class="chart" viewBox="0 0 {WIDTH} {h}" role="img" aria-label="classes against budgets">' \
            f'{"".join(out)}</svg>'
 
 
-def floor_bars(report: dict[str, Any]) -> str:
+def floor_bars(report: Report) -> str:
     """Resource times, t_sum stacked, and the measured median step split into compute, exposed comm, gaps."""
-    fl, step = report["floor"], report["steps"]["step_ns_p50"]
-    threshold = report["config"]["threshold"]
+    fl, step = report.floor, report.steps.step_ns_p50
+    threshold = report.config.threshold
     res_colours = {"hbm": "#4e79a7", "compute": "#59a14f", "network": "#f28e2b"}
-    gaps = report["host_gaps"]["by_cause"]
-    exposed = report["exposed_comm"]["exposed_ns"]
+    gaps = report.host_gaps.by_cause
+    exposed = report.exposed_comm.exposed_ns
     busy = max(0, step - sum(gaps.values()) - exposed)
     rows: list[tuple[str, list[tuple[str, int, str]]]] = [
-        (f"{k} time", [(k, v, res_colours.get(k, "#888"))]) for k, v in fl["resource_ns"].items()]
-    rows.append(("t_sum (sum)", [(k, v, res_colours.get(k, "#888")) for k, v in fl["resource_ns"].items()]))
+        (f"{k} time", [(k, v, res_colours.get(k, "#888"))]) for k, v in fl.resource_ns.items()]
+    rows.append(("t_sum (sum)", [(k, v, res_colours.get(k, "#888")) for k, v in fl.resource_ns.items()]))
     rows.append(("measured step p50", [("kernels busy", busy, "#7f8c8d"), ("exposed comm", exposed, EXPOSED_COLOUR)]
                  + [(f"host gap: {c}", v, CAUSE_COLOURS[c]) for c, v in gaps.items() if v]))
     row_h, top, left, right = 30, 26, 150, WIDTH - 120
-    vmax = max(fl["t_sum_ns"], step, fl["t_opt_ns"] * threshold) * 1.04
+    vmax = max(fl.t_sum_ns, step, fl.t_opt_ns * threshold) * 1.04
     x = _scale(vmax, left, right)
     out = []
     for i, (label, segs) in enumerate(rows):
@@ -170,8 +171,8 @@ def floor_bars(report: dict[str, Any]) -> str:
         out.append(f'<text x="{x(at) + 6:.1f}" y="{y + 19}" class="muted">{esc(ms(at))}</text>')
     bottom = top + len(rows) * row_h
     # t_opt's label ends at its line and the threshold's starts at its own: close lines never overprint.
-    for value, label, dash, anchor, dx in ((fl["t_opt_ns"], "t_opt", "", "end", -3),
-                                           (fl["t_opt_ns"] * threshold, f"{threshold:g}× t_opt",
+    for value, label, dash, anchor, dx in ((fl.t_opt_ns, "t_opt", "", "end", -3),
+                                           (fl.t_opt_ns * threshold, f"{threshold:g}× t_opt",
                                             ' stroke-dasharray="5 4"', "start", 3)):
         lx = x(value)
         out.append(f'<line x1="{lx:.1f}" x2="{lx:.1f}" y1="{top - 4}" y2="{bottom}" stroke="#1d2125" '

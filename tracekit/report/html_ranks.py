@@ -17,6 +17,7 @@ from tracekit.analysis.analyze import Analysis
 from tracekit.report.html_charts import BAR_PX, LANE_PX, dur_text, esc, legend, ms, zoomable_lanes
 from tracekit.report.ranks import per_rank_frame, straggler_line, who
 from tracekit.report.timeline import communication_classes
+from tracekit.schema.report import Report
 
 WAIT_COLOUR = "#e15759"  # waiting for the last rank to arrive
 TRANSFER_COLOUR = "#4e79a7"  # moving bytes, after the last arrival
@@ -44,10 +45,11 @@ def median_label(analysis: Analysis) -> str | None:
     return medians[(len(medians) - 1) // 2][1]
 
 
-def lanes(analysis: Analysis, label: str) -> list[Lane]:
+def lanes(analysis: Analysis, report: Report, label: str) -> list[Lane]:
     """The step ``label`` of every device, aligned, with its collectives' wait and transfer."""
-    cross, ranks = analysis.cross, analysis.report["ranks"]
-    communication = communication_classes(analysis.report)
+    cross, ranks = analysis.cross, report.ranks
+    assert ranks is not None, "lanes of a cross-rank analysis"
+    communication = communication_classes(report)
     out = []
     for p, dev in enumerate(analysis.devices):
         k = next(i for i, a in enumerate(dev.accounts) if a.window.label == label)
@@ -72,7 +74,7 @@ def lanes(analysis: Analysis, label: str) -> list[Lane]:
                     bars.append((s + w - off, e - off, "transfer", f"{text}: moving bytes {dur_text(t)}"))
             else:
                 bars.append((s - off, e - off, "unmatched", f"{text}: in no matched collective"))
-        row = ranks["per_rank"][p]
+        row = ranks.per_rank[p]
         out.append(Lane(f"{who(row, ranks)} ({ms(off)} clock)" if off else who(row, ranks),
                         acc.window.start_ns - off, acc.window.end_ns - off, bars))
     return out
@@ -94,23 +96,23 @@ def lanes_chart(all_lanes: list[Lane], label: str) -> str:
                           "ranks on aligned clocks")
 
 
-def ranks_section(analysis: Analysis, table: Any) -> str:
+def ranks_section(analysis: Analysis, report: Report, table: Any) -> str:
     """The cross-rank section of the page ('' for a single device); ``table`` renders (head, rows)."""
-    ranks = analysis.report.get("ranks")
+    ranks = report.ranks
     if not ranks or analysis.cross is None:
         return ""
     frame = per_rank_frame(ranks)
     rows = [["" if v is None else v for v in row] for row in frame.iter_rows()]
     body = table(frame.columns, rows, numeric=set(range(3, len(frame.columns))) | {0, 1})
-    reasons = "".join(f'<li class="caveat">{esc(r)}</li>' for r in ranks["reasons"])
+    reasons = "".join(f'<li class="caveat">{esc(r)}</li>' for r in ranks.reasons)
     label = median_label(analysis)
     chart = ""
     if label is not None:
         keys = legend([("compute", COMPUTE_COLOUR), ("wait for the last rank", WAIT_COLOUR),
                        ("transfer", TRANSFER_COLOUR), ("collective not matched", UNMATCHED_COLOUR)])
-        chart = keys + lanes_chart(lanes(analysis, label), label)
-    counts = ranks["instances"]
+        chart = keys + lanes_chart(lanes(analysis, report, label), label)
+    counts = ranks.instances
     return (f"<section><h2>Across ranks: who waited for whom</h2><p>{esc(straggler_line(ranks))}</p>"
-            f"<p>{counts['matched']} collectives matched ({esc(', '.join(ranks['methods']) or 'none')}); "
-            f"wait {esc(ms(ranks['wait_ns']))}, transfer {esc(ms(ranks['transfer_ns']))} in all.</p>"
+            f"<p>{counts.matched} collectives matched ({esc(', '.join(ranks.methods) or 'none')}); "
+            f"wait {esc(ms(ranks.wait_ns))}, transfer {esc(ms(ranks.transfer_ns))} in all.</p>"
             f"<ul class=\"reasons\">{reasons}</ul>{chart}{body}</section>")

@@ -11,6 +11,7 @@ from tracekit.analysis.model_shape import infer_shape
 from tracekit.analysis.steps import step_candidates
 from tracekit.budgets.classify import load_rules
 from tracekit.report.document import Document, Table
+from tracekit.schema.info import typed_info
 from tracekit.store.ingest import Store
 
 
@@ -99,4 +100,5 @@ def info_document(store: Store) -> Document:
     )
     doc.data = {t.title.replace(" ", "_"): t.frame.to_dicts() for t in doc.tables}
     doc.data["caveats"] = [{"kind": c.kind, "rank": c.rank, "text": c.text} for c in caveats]
+    typed_info(doc.data)  # the contract: a table or column without its field in tracekit/schema/info.py fails here
     return doc

@@ -24,7 +24,7 @@ import numpy as np
 
 from tracekit.analysis.analyze import Analysis
 from tracekit.files import write_atomically
-from tracekit.report.timeline import gap_marks, is_memop
+from tracekit.report.timeline import gap_marks, is_memop, typed_of
 
 TRACKS = ("step windows", "host gaps (by cause)", "exposed communication", "over-budget kernels", "collective wait",
           "collective transfer")
@@ -51,7 +51,7 @@ def _meta(kind: str, pid: int, tid: int | None, **args: Any) -> str:
 def _device_events(analysis: Analysis, i: int, base: int, correlation: int) -> tuple[list[str], int]:
     """One device's operations and analysis tracks; returns the events and the next free correlation id."""
     dev = analysis.device_detail(analysis.devices[i])
-    ops, report = dev.ops, analysis.report
+    ops, report = dev.ops, typed_of(analysis)
     gpu_pid, ann_pid = 2 * i + 1, 2 * i + 2
     cross = analysis.cross
     clock = f" (clock offset {cross.offset_ns[i] / 1e6:+.3f} ms)" if cross is not None and cross.offset_ns[i] else ""
@@ -76,7 +76,7 @@ def _device_events(analysis: Analysis, i: int, base: int, correlation: int) -> t
         else:
             out.append(_event("kernel", str(ops.name[j]), gpu_pid, stream, s - base, e - base, args))
     out += _host_events(ops, i, gpu_pid, base, correlation)
-    over = {c["name"]: c for c in report["classes"] if c["over_budget"]}
+    over = {c.name: c for c in report.classes if c.over_budget}
     flagged: set[int] = set()
     for acc in dev.accounts:
         w = acc.window
@@ -91,9 +91,9 @@ def _device_events(analysis: Analysis, i: int, base: int, correlation: int) -> t
     for j in sorted(flagged):
         c = over[cls_text[j]]
         out.append(_event(CATEGORY, str(ops.name[j]), ann_pid, 4, int(ops.start_ns[j]) - base,
-                          int(ops.end_ns[j]) - base, {"class": c["name"], "class_ratio": round(c["ratio"], 3),
-                                                      "class_budget_ns": c["budget_ns"],
-                                                      "class_excess_ns": c["excess_ns"]}))
+                          int(ops.end_ns[j]) - base, {"class": c.name, "class_ratio": round(c.ratio, 3),
+                                                      "class_budget_ns": c.budget_ns,
+                                                      "class_excess_ns": c.excess_ns}))
     if cross is not None:
         out += _collective_events(analysis, i, ann_pid, base)
     return out, correlation + len(ops)
@@ -156,7 +156,7 @@ def perfetto_json(analysis: Analysis) -> str:
         events += device_events
     ranks = sorted({d.rank for d in analysis.devices})
     top: dict[str, Any] = {"schemaVersion": 1, "baseTimeNanoseconds": base, "displayTimeUnit": "ns",
-                           "traceName": f"tracekit analyze: {analysis.report['verdict']}"}
+                           "traceName": f"tracekit analyze: {typed_of(analysis).verdict}"}
     if len(ranks) == 1:
         top["distributedInfo"] = {"rank": ranks[0]}
     head = json.dumps(top)[1:-1]

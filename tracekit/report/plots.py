@@ -18,7 +18,8 @@ from tracekit.files import write_atomically, write_with, writing
 from tracekit.report.document import Document
 from tracekit.report.render import emit, render, write_stdout
 from tracekit.report.text import inert, markdown_escape
-from tracekit.report.timeline import CAUSE_COLOURS, EXPOSED_COLOUR, StepPicture, analysis_colours, pictures
+from tracekit.report.timeline import CAUSE_COLOURS, EXPOSED_COLOUR, StepPicture, analysis_colours, pictures, typed_of
+from tracekit.schema.report import Report
 
 FORMATS = ("png", "svg")
 
@@ -91,20 +92,20 @@ def _timeline(plt: Any, pic: StepPicture, colours: dict[str, str]) -> Any:
     return fig
 
 
-def _classes(plt: Any, report: dict[str, Any], colours: dict[str, str]) -> Any:
-    rows = [c for c in report["classes"] if c["measured_ns"] > 0]
-    threshold = report["config"]["threshold"]
+def _classes(plt: Any, report: Report, colours: dict[str, str]) -> Any:
+    rows = [c for c in report.classes if c.measured_ns > 0]
+    threshold = report.config.threshold
     fig, ax = plt.subplots(figsize=(10, 1 + 0.4 * max(len(rows), 1)))
     for i, c in enumerate(rows):
-        if c["budget_ns"]:
-            ax.barh(i, c["budget_ns"] / 1e6, height=0.8, color="#d5dbe1", label="budget" if i == 0 else None)
-            ax.plot([c["budget_ns"] * threshold / 1e6] * 2, [i - 0.4, i + 0.4], color="#d62728", linewidth=2)
-        ax.barh(i, c["measured_ns"] / 1e6, height=0.35, color=colours.get(c["name"], "#888"),
-                edgecolor="#d62728" if c["over_budget"] else "none", linewidth=1.5)
-        if c["ratio"] is not None:
-            ax.annotate(f" {c['ratio']:.2f}×", (max(c["measured_ns"], c["budget_ns"] * threshold) / 1e6, i),
+        if c.budget_ns:
+            ax.barh(i, c.budget_ns / 1e6, height=0.8, color="#d5dbe1", label="budget" if i == 0 else None)
+            ax.plot([c.budget_ns * threshold / 1e6] * 2, [i - 0.4, i + 0.4], color="#d62728", linewidth=2)
+        ax.barh(i, c.measured_ns / 1e6, height=0.35, color=colours.get(c.name, "#888"),
+                edgecolor="#d62728" if c.over_budget else "none", linewidth=1.5)
+        if c.ratio is not None:
+            ax.annotate(f" {c.ratio:.2f}×", (max(c.measured_ns, c.budget_ns * threshold) / 1e6, i),
                         va="center", fontsize=8)
-    ax.set_yticks(range(len(rows)), [_text(c["name"]) for c in rows])
+    ax.set_yticks(range(len(rows)), [_text(c.name) for c in rows])
     ax.invert_yaxis()
     ax.set_xlabel("ms per step (median)")
     ax.set_title(f"kernel classes: measured (bar), budget (grey), {threshold:g}× budget (red tick)", fontsize=10)
@@ -112,20 +113,20 @@ def _classes(plt: Any, report: dict[str, Any], colours: dict[str, str]) -> Any:
     return fig
 
 
-def _floor(plt: Any, report: dict[str, Any]) -> Any:
-    fl, step, threshold = report["floor"], report["steps"]["step_ns_p50"], report["config"]["threshold"]
+def _floor(plt: Any, report: Report) -> Any:
+    fl, step, threshold = report.floor, report.steps.step_ns_p50, report.config.threshold
     res_colours = {"hbm": "#4e79a7", "compute": "#59a14f", "network": "#f28e2b"}
     fig, ax = plt.subplots(figsize=(10, 3.4))
     labels = []
-    for i, (k, v) in enumerate(fl["resource_ns"].items()):
+    for i, (k, v) in enumerate(fl.resource_ns.items()):
         ax.barh(i, v / 1e6, color=res_colours.get(k, "#888"))
         labels.append(f"{k} time")
     row, at = len(labels), 0
-    for k, v in fl["resource_ns"].items():
+    for k, v in fl.resource_ns.items():
         ax.barh(row, v / 1e6, left=at / 1e6, color=res_colours.get(k, "#888"))
         at += v
     labels.append("t_sum (sum)")
-    gaps, exposed = report["host_gaps"]["by_cause"], report["exposed_comm"]["exposed_ns"]
+    gaps, exposed = report.host_gaps.by_cause, report.exposed_comm.exposed_ns
     segs = [("kernels busy", max(0, step - sum(gaps.values()) - exposed), "#7f8c8d"),
             ("exposed comm", exposed, EXPOSED_COLOUR)] + [(f"host gap: {c}", v, CAUSE_COLOURS[c])
                                                           for c, v in gaps.items() if v]
@@ -134,13 +135,13 @@ def _floor(plt: Any, report: dict[str, Any]) -> Any:
         ax.barh(row + 1, v / 1e6, left=at / 1e6, color=colour, label=name)
         at += v
     labels.append("measured step p50")
-    ax.axvline(fl["t_opt_ns"] / 1e6, color="black", linewidth=1.2, label="t_opt")
-    ax.axvline(fl["t_opt_ns"] * threshold / 1e6, color="black", linestyle="--", linewidth=1,
+    ax.axvline(fl.t_opt_ns / 1e6, color="black", linewidth=1.2, label="t_opt")
+    ax.axvline(fl.t_opt_ns * threshold / 1e6, color="black", linestyle="--", linewidth=1,
                label=f"{threshold:g}× t_opt")
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
     ax.set_xlabel("ms per step")
-    ax.set_title(f"floor ({fl['binding']} binds) against the measured step", fontsize=10)
+    ax.set_title(f"floor ({fl.binding} binds) against the measured step", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1), fontsize=7, frameon=False)
     fig.tight_layout()
     return fig
@@ -151,28 +152,25 @@ def write_plots(analysis: Analysis, out_dir: Path) -> list[tuple[str, Path]]:
     plt = _pyplot()
     with writing(out_dir, "--plots"):
         out_dir.mkdir(parents=True, exist_ok=True)
-    report, colours = analysis.report, analysis_colours(analysis)
+    report, colours = typed_of(analysis), analysis_colours(analysis)
     figures: list[tuple[str, str, Any]] = []
     for i, pic in enumerate(pictures(analysis)):
         name = "timeline-median" if i == 0 else "timeline-slowest-rank"
         figures.append((f"{pic.title} (rank {pic.rank}, step {pic.label})", name, _timeline(plt, pic, colours)))
     figures.append(("kernel classes against their budgets", "classes", _classes(plt, report, colours)))
-    if report["floor"]:
+    if report.floor:
         figures.append(("floor resources against the measured step", "floor", _floor(plt, report)))
     written = []
     for title, name, fig in figures:
         written.append((title, _save(fig, out_dir / name)[0]))
         plt.close(fig)
-    if report["config"]["name"] and report.get("walls"):
-        import msgspec
-
+    if report.config.name and report.walls:
         from tracekit.floor.plot import plot_walls
-        from tracekit.schema.report import Walls
 
-        walls = msgspec.convert(report["walls"], Walls)  # computed by the analysis: no config is loaded here
+        walls = report.walls  # computed by the analysis: no config is loaded here
         for fmt in FORMATS:
             write_with(out_dir / f"walls.{fmt}", "--plots", lambda tmp, fmt=fmt: plot_walls(walls, tmp, fmt=fmt))
-        written.append((f"walls of {report['config']['name']} as concurrency grows", out_dir / "walls.png"))
+        written.append((f"walls of {report.config.name} as concurrency grows", out_dir / "walls.png"))
     return written
 
 

@@ -17,6 +17,7 @@ from tracekit.analysis.analyze import Analysis, DeviceAnalysis
 from tracekit.analysis.detail import Detail
 from tracekit.analysis.gaps import CAUSES, gap_causes
 from tracekit.budgets.classify import MEMOP_CLASSES
+from tracekit.schema.report import Report, typed_report
 
 UNKNOWN_CAUSE = "unknown"
 
@@ -75,12 +76,18 @@ def is_memop(cls: np.ndarray, name: np.ndarray) -> np.ndarray:
     return np.array([c == n and c in MEMOP_CLASSES for c, n in zip(cls, name, strict=True)], dtype=bool)
 
 
-def communication_classes(report: dict) -> frozenset[str]:
-    return frozenset(c["name"] for c in report["classes"] if c["communication"])
+def typed_of(analysis: Analysis) -> Report:
+    """The analysis's report as its typed contract (converted by the analysis; once here for one built
+    without it)."""
+    return analysis.typed if analysis.typed is not None else typed_report(analysis.report)
 
 
-def over_budget_classes(report: dict) -> frozenset[str]:
-    return frozenset(c["name"] for c in report["classes"] if c["over_budget"])
+def communication_classes(report: Report) -> frozenset[str]:
+    return frozenset(c.name for c in report.classes if c.communication)
+
+
+def over_budget_classes(report: Report) -> frozenset[str]:
+    return frozenset(c.name for c in report.classes if c.over_budget)
 
 
 def class_colours(names: Iterable[str], communication: frozenset[str]) -> dict[str, str]:
@@ -100,10 +107,11 @@ def class_colours(names: Iterable[str], communication: frozenset[str]) -> dict[s
 
 
 def analysis_colours(analysis: Analysis) -> dict[str, str]:
-    names = {c["name"] for c in analysis.report["classes"]}
+    report = typed_of(analysis)
+    names = {c.name for c in report.classes}
     for dev in analysis.devices:
         names.update(dev.classes)
-    return class_colours(names, communication_classes(analysis.report))
+    return class_colours(names, communication_classes(report))
 
 
 def gap_marks(dev: Detail, gaps: iv.Intervals) -> list[GapMark]:
@@ -136,7 +144,7 @@ def picked_steps(analysis: Analysis) -> list[tuple[str, Detail, StepAccount]]:
     overall = median_step(pairs)
     if overall is not None:
         picks.append(("median step", *overall))
-    slowest = analysis.report["steps"]["slowest_rank"]
+    slowest = typed_of(analysis).steps.slowest_rank
     mine = median_step([p for p in pairs if p[1].rank == slowest])
     if mine is not None and overall is not None and mine[1] is not overall[1]:
         picks.append((f"slowest rank ({slowest}): its median step", *mine))
@@ -149,7 +157,7 @@ def step_picture(analysis: Analysis, title: str, dev: Detail, acc: StepAccount) 
     lo, hi = acc.window.start_ns, acc.window.end_ns
     ops = dev.ops
     cls = ops.cls[idx].astype(str)
-    over = over_budget_classes(analysis.report)
+    over = over_budget_classes(typed_of(analysis))
     stream = ops.stream_id[idx]
     return StepPicture(
         title=title, rank=dev.ops.rank, device_id=dev.ops.device_id, label=acc.window.label, start_ns=lo, end_ns=hi,

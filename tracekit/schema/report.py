@@ -588,8 +588,8 @@ class Report(_Strict, kw_only=True):
     ranks: Ranks | None
     graphs: Graphs | None
     classes: list[ClassRow]
-    kernels: list[KernelRow]
-    samples: Samples
+    kernels: list[KernelRow] = msgspec.field(default_factory=list)  # absent in a report written before it was
+    samples: Samples | None = None  # absent in a report written before it was (diff then tests one sample)
     ncu_targets: list[Target]
     verdict: Verdict
     reasons: list[str]
