@@ -29,6 +29,9 @@ class _Named(_Strict, kw_only=True):
     def items(self) -> list[tuple[str, int]]:
         return [(name, getattr(self, name)) for name in self.__struct_fields__]
 
+    def values(self) -> list[int]:
+        return [getattr(self, name) for name in self.__struct_fields__]
+
 
 class Input(_Strict, kw_only=True):
     rank: int
