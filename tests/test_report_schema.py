@@ -39,7 +39,11 @@ def _is_map(info: msgspec.inspect.Type) -> bool:
     return isinstance(info, msgspec.inspect.DictType)
 
 
-def mismatches(struct: msgspec.inspect.StructType, doc: Tree, path: str) -> list[str]:
+def mismatches(struct: msgspec.inspect.StructType, doc: Tree, path: str,
+               aliases: dict[str, Tree] | None = None) -> list[str]:
+    """Every difference between a Struct's fields and a documented key tree; ``aliases``: the keys of a Struct
+    (by name) that its document defines once in a sentence, for the keys that hold it without their own group."""
+    aliases = aliases or {}
     fields = {f.encode_name: f.type for f in struct.fields}
     out = [f"{path}{k}: documented, not in {struct.cls.__name__}" for k in sorted(set(doc) - set(fields))]
     out += [f"{path}{k}: a field of {struct.cls.__name__}, not documented" for k in sorted(set(fields) - set(doc))]
@@ -49,15 +53,18 @@ def mismatches(struct: msgspec.inspect.StructType, doc: Tree, path: str) -> list
             if sub is not None and not _is_map(fields[key]):
                 out.append(f"{path}{key}: documented with keys, but a plain value")
             continue
+        if sub is None and not _is_map(fields[key]):
+            sub = aliases.get(inner.cls.__name__)
         if sub is None:
             out.append(f"{path}{key}: holds {inner.cls.__name__}, whose keys are not documented")
             continue
         if _is_map(fields[key]):  # {CLASS: {...}}: one upper-case placeholder for the map's keys
             (placeholder, sub), = sub.items() if len(sub) == 1 else ((None, None),)
+            sub = sub if sub is not None else aliases.get(inner.cls.__name__)
             if placeholder is None or not placeholder.isupper() or sub is None:
                 out.append(f"{path}{key}: a map; document it as {{KEY: {{...}}}}")
                 continue
-        out += mismatches(inner, sub, f"{path}{key}.")
+        out += mismatches(inner, sub, f"{path}{key}.", aliases)
     return out
 
 

@@ -124,6 +124,44 @@ def rows(text: str | None = None) -> dict[str, str]:
     return out
 
 
+def _cell_keys(cell: str) -> list[list[str]]:
+    """The key paths a row names: '`before`, `after`' -> [['before'], ['after']]; '`results[].source`' ->
+    [['results', 'source']]; '`changes[]`' -> [['changes']]."""
+    return [[p for p in name.replace("[]", "").split(".") if p] for name in re.findall(r"`([\w\[\].]+)`", cell)]
+
+
+def table_tree(text: str, heading: str) -> Tree:
+    """The keys of the field table under ``heading`` of a sibling document (docs/reconcile.md's JSON tables):
+    a row may name several keys (their meaning is shared) and nested ones (``results[].floor``)."""
+    start = text.index("| field | meaning |", text.index(heading))
+    end = text.find("\n\n", start)
+    tree: Tree = {}
+    for line in text[start:end if end >= 0 else len(text)].splitlines()[2:]:
+        cells = _CELL.split(line)
+        group = _group_of(cells[2])
+        for path in _cell_keys(cells[1]):
+            node = tree
+            for part in path[:-1]:
+                if not isinstance(node.get(part), dict):
+                    node[part] = {}
+                node = node[part]  # type: ignore[assignment]
+            node[path[-1]] = parse_group(group) if group else node.get(path[-1])
+    return tree
+
+
+def aliases(text: str, names: dict[str, str]) -> dict[str, Tree]:
+    """Groups a document defines once in a sentence (``A delta is `{before, after, ...}```) by the name the
+    Structs give them: ``names`` maps a Struct name to the words that open its sentence."""
+    out = {}
+    for struct, words in names.items():
+        at = text.index(words)
+        group = _group_of(text[at:])
+        if group is None:
+            raise ValueError(f"{words!r} defines no group")
+        out[struct] = parse_group(group)
+    return out
+
+
 def _group_of(meaning: str) -> str | None:
     start = meaning.find("{")
     return meaning[start:group_end(meaning, start)] if start >= 0 else None
