@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracekit.schema.diff import Check, Comparability
 from tracekit.schema.report import Report
 
 SIDES = ("BEFORE", "AFTER")
@@ -18,16 +19,16 @@ def _gpus(report: Report) -> set[str] | None:
     return {g for i in report.inputs for g in i.gpus or ()}
 
 
-def _check(name: str, before: Any, after: Any, same: bool | None, blocking: bool, reason: str) -> dict[str, Any]:
-    return {"name": name, "before": before, "after": after, "same": same, "blocking": blocking,
-            "reason": reason if same is False else None}
+def _check(name: str, before: Any, after: Any, same: bool | None, blocking: bool, reason: str) -> Check:
+    return Check(name=name, before=before, after=after, same=same, blocking=blocking,
+                 reason=reason if same is False else None)
 
 
 def _list(values: Any) -> str:
     return ", ".join(sorted(values)) if values else "none"
 
 
-def checks(b: Report, a: Report) -> list[dict[str, Any]]:
+def checks(b: Report, a: Report) -> list[Check]:
     """Every comparability check of BEFORE ``b`` against AFTER ``a`` (``same`` None: not recorded)."""
     out = []
     cap = [r.steps.capture_only for r in (b, a)]
@@ -67,18 +68,18 @@ def checks(b: Report, a: Report) -> list[dict[str, Any]]:
     return out
 
 
-def comparability(b: Report, a: Report) -> dict[str, Any]:
+def comparability(b: Report, a: Report) -> Comparability:
     """``{fraction (passed / known checks), checks}``."""
     rows = checks(b, a)
-    known = [r for r in rows if r["same"] is not None]
-    return {"fraction": sum(r["same"] for r in known) / len(known) if known else None, "checks": rows}
+    known = [r for r in rows if r.same is not None]
+    return Comparability(fraction=sum(r.same for r in known) / len(known) if known else None, checks=rows)
 
 
-def blocking_reasons(section: dict[str, Any], skip: frozenset[str] = frozenset()) -> list[str]:
+def blocking_reasons(section: Comparability, skip: frozenset[str] = frozenset()) -> list[str]:
     """The reasons of the failed blocking checks (those named in ``skip`` left out)."""
-    return [r["reason"] for r in section["checks"] if r["same"] is False and r["blocking"] and r["name"] not in skip]
+    return [r.reason or "" for r in section.checks if r.same is False and r.blocking and r.name not in skip]
 
 
-def notes(section: dict[str, Any]) -> list[str]:
+def notes(section: Comparability) -> list[str]:
     """The failed non-blocking checks' reasons."""
-    return [r["reason"] for r in section["checks"] if r["same"] is False and not r["blocking"]]
+    return [r.reason or "" for r in section.checks if r.same is False and not r.blocking]

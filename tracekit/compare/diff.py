@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import numpy as np
@@ -22,8 +22,23 @@ from tracekit.compare.comparability import notes as comparability_notes
 from tracekit.compare.kernels import kernel_figure, kernel_rows
 from tracekit.compare.noise import PRACTICAL_THRESHOLD, RESAMPLES, compare
 from tracekit.errors import InputError
-from tracekit.schema.diff import DIFF_SCHEMA
-from tracekit.schema.report import ClassRow, Report, Samples, typed_report
+from tracekit.schema.diff import (
+    Comparability,
+    Counts,
+    Delta,
+    Diff,
+    DiffChange,
+    DiffClass,
+    DiffComm,
+    DiffFloor,
+    DiffGaps,
+    DiffSide,
+    DiffStep,
+    Noise,
+    TestedClass,
+    Verdicts,
+)
+from tracekit.schema.report import ClassRow, CollectiveComm, Report, Samples, typed_report
 
 SIGNIFICANT_STEP_CHANGE = 0.01  # a step change under 1% of BEFORE's p50 is noise: no shares of it are given
 SNIFF_BYTES = 4096
@@ -81,10 +96,9 @@ def load_side(path: Path, opts: AnalyzeOptions, cache_dir: Path | None, use_cach
         return report_side(str(path), "trace", analyze(store, opts))
 
 
-def _delta(before: int | float | None, after: int | float | None) -> dict[str, Any]:
+def _delta(before: int | float | None, after: int | float | None) -> Delta:
     d = None if before is None or after is None else after - before
-    return {"before": before, "after": after, "delta": d,
-            "delta_fraction": (d / before) if d is not None and before else None}
+    return Delta(before=before, after=after, delta=d, delta_fraction=(d / before) if d is not None and before else None)
 
 
 def _classes(report: Report) -> dict[str, ClassRow]:
@@ -107,7 +121,7 @@ def significant(before: Report, after: Report) -> bool:
     return bool(b) and abs(a - b) >= SIGNIFICANT_STEP_CHANGE * b
 
 
-def changes(before: Report, after: Report) -> list[dict[str, Any]]:
+def changes(before: Report, after: Report) -> list[DiffChange]:
     """The step partitioned into owners (host-gap causes and each class's attributed time, communication
     classes by their exposed time), each owner's change, the one that explains most of the step change first.
     Shares of the step change are given only when that change is significant (else None: 5 us of a 100 ms
@@ -118,22 +132,22 @@ def changes(before: Report, after: Report) -> list[dict[str, Any]]:
     gaps_b, gaps_a = dict(before.host_gaps.by_cause.items()), dict(after.host_gaps.by_cause.items())
     for cause in sorted(set(gaps_b) | set(gaps_a)):
         b, a = gaps_b.get(cause, 0), gaps_a.get(cause, 0)
-        rows.append({"component": f"host gap: {cause}", "kind": "host_gap", "name": cause,
-                     "before_ns": b, "after_ns": a, "delta_ns": a - b})
+        rows.append(DiffChange(component=f"host gap: {cause}", kind="host_gap", name=cause, before_ns=b,
+                               after_ns=a, delta_ns=a - b, share_of_step_delta=None))
     cb, ca = _classes(before), _classes(after)
     for name in sorted(set(cb) | set(ca)):
         comm = (cb.get(name) or ca[name]).communication
         b, a = _owned(before, cb, name, comm), _owned(after, ca, name, comm)
-        rows.append({"component": f"{'exposed comm' if comm else 'class'}: {name}",
-                     "kind": "exposed_comm" if comm else "class", "name": name,
-                     "before_ns": b, "after_ns": a, "delta_ns": a - b})
+        rows.append(DiffChange(component=f"{'exposed comm' if comm else 'class'}: {name}",
+                               kind="exposed_comm" if comm else "class", name=name, before_ns=b, after_ns=a,
+                               delta_ns=a - b, share_of_step_delta=None))
     sign = 1 if step_delta >= 0 else -1
-    for r in rows:
-        r["share_of_step_delta"] = (r["delta_ns"] / step_delta + 0.0) if shares else None  # no -0.0
     if shares:
-        rows.sort(key=lambda r: (-sign * r["delta_ns"], -abs(r["delta_ns"]), r["component"]))
+        for r in rows:
+            r.share_of_step_delta = r.delta_ns / step_delta + 0.0  # no -0.0
+        rows.sort(key=lambda r: (-sign * r.delta_ns, -abs(r.delta_ns), r.component))
     else:  # no direction to explain: the largest changes either way first
-        rows.sort(key=lambda r: (-abs(r["delta_ns"]), r["component"]))
+        rows.sort(key=lambda r: (-abs(r.delta_ns), r.component))
     return rows
 
 
@@ -144,7 +158,7 @@ def inconclusive(b: Report, a: Report) -> list[str]:
     return blocking_reasons(comparability(b, a))
 
 
-def gate_basis(b: Report, a: Report, section: dict[str, Any]) -> str | None:
+def gate_basis(b: Report, a: Report, section: Comparability) -> Literal["steps", "kernels"] | None:
     """What a gate judges: 'steps' when the sides compare; 'kernels' when both are whole captures (no step
     markers) that otherwise compare and share kernels; None when they do not compare."""
     if not blocking_reasons(section):
@@ -165,7 +179,7 @@ def _samples(report: Report) -> Samples:
                    class_ns={c.name: [c.attributed_ns] for c in report.classes}, thinned=False)
 
 
-def noise(b: Report, a: Report, threshold: float = PRACTICAL_THRESHOLD) -> dict[str, Any]:
+def noise(b: Report, a: Report, threshold: float = PRACTICAL_THRESHOLD) -> Noise:
     """The step, host gaps, exposed communication and each class tested: the change of the median of the
     per-step samples with its bootstrap interval, judged against ``threshold`` of BEFORE's step median."""
     sb, sa = _samples(b), _samples(a)
@@ -175,32 +189,43 @@ def noise(b: Report, a: Report, threshold: float = PRACTICAL_THRESHOLD) -> dict[
         before = sb.class_ns.get(c, [0] * len(sb.step_ns))
         row = compare(before, sa.class_ns.get(c, [0] * len(sa.step_ns)), scale, threshold).section()
         own = float(np.median(before)) if before else 0.0
-        classes[c] = row | {"own_fraction": row["delta_ns"] / own if own else None}
-    return {"method": "bootstrap interval on the difference of medians of per-step samples", "resamples": RESAMPLES,
-            "practical_threshold": threshold,
-            "step": compare(sb.step_ns, sa.step_ns, scale, threshold).section(),
-            "host_gaps": compare(sb.host_gap_ns, sa.host_gap_ns, scale, threshold).section(),
-            "exposed_comm": compare(sb.exposed_comm_ns, sa.exposed_comm_ns, scale, threshold).section(),
-            "classes": classes,
-            "regressions": sorted((c for c, v in classes.items() if v["verdict"] == "regression"),
-                                  key=lambda c: -classes[c]["delta_ns"]),
-            "improvements": sorted((c for c, v in classes.items() if v["verdict"] == "improvement"),
-                                   key=lambda c: classes[c]["delta_ns"])}
+        classes[c] = TestedClass(**msgspec.structs.asdict(row), own_fraction=row.delta_ns / own if own else None)
+    return Noise(method="bootstrap interval on the difference of medians of per-step samples", resamples=RESAMPLES,
+                 practical_threshold=threshold,
+                 step=compare(sb.step_ns, sa.step_ns, scale, threshold).section(),
+                 host_gaps=compare(sb.host_gap_ns, sa.host_gap_ns, scale, threshold).section(),
+                 exposed_comm=compare(sb.exposed_comm_ns, sa.exposed_comm_ns, scale, threshold).section(),
+                 classes=classes,
+                 regressions=sorted((c for c, v in classes.items() if v.verdict == "regression"),
+                                    key=lambda c: -classes[c].delta_ns),
+                 improvements=sorted((c for c, v in classes.items() if v.verdict == "improvement"),
+                                     key=lambda c: classes[c].delta_ns))
 
 
-def _floor_figure(report: Report, key: str) -> int | float | None:
-    fl = report.floor
-    if fl is None:
-        return None
-    return {"t_opt_ns": fl.t_opt_ns, "t_sum_ns": fl.t_sum_ns, "residual_ratio": fl.residual_ratio,
-            "position": fl.position}[key]
+def _floor_delta(b: Report, a: Report) -> DiffFloor:
+    fb, fa = b.floor, a.floor
+    return DiffFloor(t_opt_ns=_delta(fb and fb.t_opt_ns, fa and fa.t_opt_ns),
+                     t_sum_ns=_delta(fb and fb.t_sum_ns, fa and fa.t_sum_ns),
+                     residual_ratio=_delta(fb and fb.residual_ratio, fa and fa.residual_ratio),
+                     position=_delta(fb and fb.position, fa and fa.position))
 
 
-def diff(before: Side, after: Side, threshold: float = PRACTICAL_THRESHOLD) -> dict[str, Any]:
-    """The ``tracekit.diff/v1`` document of two analysed sides (assembled here; ``tracekit.compare.gate``
-    adds its judgement and converts it to ``tracekit.schema.diff.Diff``)."""
-    b, a = before.typed, after.typed
+def _class_deltas(b: Report, a: Report) -> list[DiffClass]:
     cb, ca = _classes(b), _classes(a)
+    out = []
+    for n in sorted(set(cb) | set(ca)):
+        x, y = cb.get(n), ca.get(n)
+        out.append(DiffClass(name=n, communication=(x or y).communication,  # type: ignore[union-attr]
+                             measured_ns=_delta(x.measured_ns if x else 0, y.measured_ns if y else 0),
+                             attributed_ns=_delta(x.attributed_ns if x else 0, y.attributed_ns if y else 0),
+                             budget_ns=(y or x).budget_ns))  # type: ignore[union-attr]
+    return out
+
+
+def diff(before: Side, after: Side, threshold: float = PRACTICAL_THRESHOLD) -> Diff:
+    """The ``tracekit.diff/v1`` document of two analysed sides, without its ``gate`` (``tracekit.compare.gate``
+    judges it)."""
+    b, a = before.typed, after.typed
     comp = comparability(b, a)
     caveats = [f"BEFORE: {c}" for c in b.caveats] + [f"AFTER: {c}" for c in a.caveats]
     caveats += comparability_notes(comp)
@@ -208,42 +233,32 @@ def diff(before: Side, after: Side, threshold: float = PRACTICAL_THRESHOLD) -> d
     coll_b, coll_a = b.exposed_comm.by_collective, a.exposed_comm.by_collective
     reasons = blocking_reasons(comp)
 
-    def exposed(coll: dict[str, Any], name: str) -> int:
+    def exposed(coll: dict[str, CollectiveComm], name: str) -> int:
         return coll[name].exposed_ns if name in coll else 0
 
-    def figure(rows: dict[str, ClassRow], name: str, key: str) -> int:
-        row = rows.get(name)
-        return 0 if row is None else row.measured_ns if key == "measured_ns" else row.attributed_ns
-
-    return {
-        "schema": DIFF_SCHEMA,
-        "before": {"path": before.path, "kind": before.kind, "config": b.config.name},
-        "after": {"path": after.path, "kind": after.kind, "config": a.config.name},
-        "step": {"p50_ns": _delta(b.steps.step_ns_p50, a.steps.step_ns_p50),
-                 "p99_ns": _delta(b.steps.step_ns_p99, a.steps.step_ns_p99),
-                 "count": {"before": b.steps.count, "after": a.steps.count},
-                 "significant": significant(b, a)},
-        "conclusive": not reasons,
-        "inconclusive": reasons,
-        "comparability": comp,
-        "gate_basis": gate_basis(b, a, comp),
-        "noise": noise(b, a, threshold),
-        "floor": {k: _delta(_floor_figure(b, k), _floor_figure(a, k))
-                  for k in ("t_opt_ns", "t_sum_ns", "residual_ratio", "position")},
-        "verdict": {"before": b.verdict, "after": a.verdict},
-        "changes": changes(b, a),
-        "classes": [{"name": n, "communication": (cb.get(n) or ca[n]).communication,
-                     **{k: _delta(figure(cb, n, k), figure(ca, n, k)) for k in ("measured_ns", "attributed_ns")},
-                     "budget_ns": (ca.get(n) or cb[n]).budget_ns}
-                    for n in sorted(set(cb) | set(ca))],
-        "kernels": kernel_rows(b, a),
-        "kernel_figure": kernel_figure(b, a),
-        "host_gaps": {"total_ns": _delta(b.host_gaps.total_ns, a.host_gaps.total_ns),
-                      "by_cause": {c: _delta(gaps_b.get(c, 0), gaps_a.get(c, 0))
-                                   for c in sorted(set(gaps_b) | set(gaps_a))}},
-        "exposed_comm": {"exposed_ns": _delta(b.exposed_comm.exposed_ns, a.exposed_comm.exposed_ns),
-                         "by_collective": {c: _delta(exposed(coll_b, c), exposed(coll_a, c))
-                                           for c in sorted(set(coll_b) | set(coll_a))}},
-        "reasons": [f"BEFORE: {r}" for r in b.reasons] + [f"AFTER: {r}" for r in a.reasons],
-        "caveats": caveats,
-    }
+    return Diff(
+        before=DiffSide(path=before.path, kind=before.kind, config=b.config.name),  # type: ignore[arg-type]
+        after=DiffSide(path=after.path, kind=after.kind, config=a.config.name),  # type: ignore[arg-type]
+        step=DiffStep(p50_ns=_delta(b.steps.step_ns_p50, a.steps.step_ns_p50),
+                      p99_ns=_delta(b.steps.step_ns_p99, a.steps.step_ns_p99),
+                      count=Counts(before=b.steps.count, after=a.steps.count), significant=significant(b, a)),
+        conclusive=not reasons,
+        inconclusive=reasons,
+        comparability=comp,
+        gate_basis=gate_basis(b, a, comp),
+        noise=noise(b, a, threshold),
+        floor=_floor_delta(b, a),
+        verdict=Verdicts(before=b.verdict, after=a.verdict),
+        changes=changes(b, a),
+        classes=_class_deltas(b, a),
+        kernels=kernel_rows(b, a),
+        kernel_figure=kernel_figure(b, a),
+        host_gaps=DiffGaps(total_ns=_delta(b.host_gaps.total_ns, a.host_gaps.total_ns),
+                           by_cause={c: _delta(gaps_b.get(c, 0), gaps_a.get(c, 0))
+                                     for c in sorted(set(gaps_b) | set(gaps_a))}),
+        exposed_comm=DiffComm(exposed_ns=_delta(b.exposed_comm.exposed_ns, a.exposed_comm.exposed_ns),
+                              by_collective={c: _delta(exposed(coll_b, c), exposed(coll_a, c))
+                                             for c in sorted(set(coll_b) | set(coll_a))}),
+        reasons=[f"BEFORE: {r}" for r in b.reasons] + [f"AFTER: {r}" for r in a.reasons],
+        caveats=caveats,
+    )

@@ -13,10 +13,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import msgspec
+
 from tracekit.analysis.options import GATE_EXIT
 from tracekit.compare.kernels import kernel_figure
 from tracekit.errors import InputError
-from tracekit.schema.diff import Diff, Tested, typed_diff
+from tracekit.schema.diff import Diff, Gate, Tested
 from tracekit.schema.report import Report
 
 SLOWER_EXIT = 13  # --fail-if-slower: the AFTER step is slower than BEFORE by more than the allowance
@@ -76,7 +78,7 @@ def _expect_faster(doc: Diff, report_b: Report | None, report_a: Report | None, 
         fig = kernel_figure(report_b, report_a, cls)
         if fig is None:
             raise InputError(f"--expect-faster {cls}: no kernel of that class on both sides; see the kernels table")
-        frac = fig["delta_fraction"] or 0.0
+        frac = fig.delta_fraction or 0.0
         return frac <= -EXPECT_FASTER_MIN, f"{cls} time per launch {frac:+.1%} (kernel figure)"
     row = next((c for c in doc.classes if c.name == cls), None)
     if row is None or not row.measured_ns.before:
@@ -118,16 +120,16 @@ def gate(doc: Diff, use_gate: bool, fail_if_slower: float | None, expect_faster:
 def gated_diff(sides: list[Any], threshold: float, use_gate: bool, fail_if_slower: float | None,
                expect_faster: str | None, options_given: bool, against: str | None = None) -> dict[str, Any]:
     """The ``tracekit.diff/v1`` document of two loaded sides (``tracekit.compare.diff.Side``) with its ``gate``
-    section: what `tracekit diff` prints and `tracekit.diff` returns (``against``: BEFORE's baseline name).
-    The assembled document is converted to its contract (``typed_diff``) once, and the gate reads that."""
+    section: what `tracekit diff` prints and `tracekit.diff` returns (``against``: BEFORE's baseline name), as
+    JSON's builtins (``msgspec.to_builtins`` of the typed ``tracekit.schema.diff.Diff``)."""
     from tracekit.compare.diff import diff
 
     doc = diff(*sides, threshold=threshold)
     if against is not None:
-        doc["before"]["baseline"] = against
+        doc.before.baseline = against
     if any(s.kind == "report" for s in sides) and options_given:
-        doc["caveats"].append("analysis options apply to traces only; reports are compared as they were written")
-    code, reasons = gate(typed_diff(doc), use_gate, fail_if_slower, expect_faster, (sides[0].typed, sides[1].typed))
-    doc["gate"] = {"gate": use_gate, "fail_if_slower": fail_if_slower, "expect_faster": expect_faster,
-                   "exit_status": code, "reasons": reasons}
-    return doc
+        doc.caveats.append("analysis options apply to traces only; reports are compared as they were written")
+    code, reasons = gate(doc, use_gate, fail_if_slower, expect_faster, (sides[0].typed, sides[1].typed))
+    doc.gate = Gate(gate=use_gate, fail_if_slower=fail_if_slower, expect_faster=expect_faster, exit_status=code,
+                    reasons=reasons)
+    return msgspec.to_builtins(doc)

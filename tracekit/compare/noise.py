@@ -10,9 +10,10 @@ With fewer than ``MIN_SAMPLES`` steps on a side there is no spread to test again
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
+
+from tracekit.schema.diff import Tested
 
 RESAMPLES = 4_000  # bootstrap resamples per comparison
 CONFIDENCE = 0.95  # two-sided interval
@@ -41,11 +42,13 @@ class Change:
         """The interval excludes zero (a change the samples support, whatever its size)."""
         return self.low_ns is not None and self.high_ns is not None and (self.low_ns > 0 or self.high_ns < 0)
 
-    def section(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "delta_ns": self.delta_ns, "low_ns": self.low_ns, "high_ns": self.high_ns,
-                "delta_fraction": self.fraction(self.delta_ns), "low_fraction": self.fraction(self.low_ns),
-                "high_fraction": self.fraction(self.high_ns), "samples": [self.n_before, self.n_after],
-                "confidence": CONFIDENCE if self.low_ns is not None else None}
+    def section(self) -> Tested:
+        """The tested change as the diff document holds it (``tracekit.schema.diff.Tested``)."""
+        return Tested(verdict=self.verdict, delta_ns=self.delta_ns, low_ns=self.low_ns,  # type: ignore[arg-type]
+                      high_ns=self.high_ns, delta_fraction=self.fraction(self.delta_ns),
+                      low_fraction=self.fraction(self.low_ns), high_fraction=self.fraction(self.high_ns),
+                      samples=[self.n_before, self.n_after],
+                      confidence=CONFIDENCE if self.low_ns is not None else None)
 
     def text(self) -> str:
         """'+4.2% [+3.1%, +5.0%] (95% bootstrap interval, 16 vs 16 steps)', or the untested form."""
