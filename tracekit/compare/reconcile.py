@@ -11,14 +11,34 @@ import math
 import re
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+import msgspec
 
 from tracekit import floor
 from tracekit.analysis.verdict import ms
 from tracekit.budgets.configs import load_config
 from tracekit.compare.benchresults import BenchResult
+from tracekit.schema.reconcile import (
+    Benchmark,
+    ClosestWall,
+    Goodput,
+    ModelCheck,
+    Placement,
+    Reconcile,
+    ReconcileConfig,
+    Rule,
+    Run,
+    RunFloor,
+    RunPoint,
+    Source,
+    Sweep,
+    SweepPoint,
+    Tpot,
+)
+from tracekit.schema.report import FrontierPoint, ResourceNs, Wall
+from tracekit.schema.verdict import Verdict
 
-RECONCILE_SCHEMA = "tracekit.reconcile/v1"
 STEADY_STATE_FACTOR = 10  # requests needed per request in flight before warm-up and drain stop dominating
 DERIVED_KEYS = ("batch", "context_tokens")
 
@@ -69,7 +89,7 @@ def operating_point(r: BenchResult) -> OperatingPoint:
     return OperatingPoint(None, "unknown", "neither concurrency nor throughput and latency are reported", context)
 
 
-def discipline(r: BenchResult, concurrency: float | None) -> list[dict[str, str]]:
+def discipline(r: BenchResult, concurrency: float | None) -> list[Rule]:
     """The four rules, each ok, broken or unknown (never assumed), with the numbers behind the status."""
     rules = []
     rate, cap = r.request_rate_per_s, r.max_concurrency
@@ -109,7 +129,7 @@ def discipline(r: BenchResult, concurrency: float | None) -> list[dict[str, str]
     return rules
 
 
-def failed_rule(r: BenchResult) -> dict[str, str]:
+def failed_rule(r: BenchResult) -> Rule:
     """``no_failed_requests``: the latency percentiles of a run with failed requests describe the requests that
     succeeded only (a server that fails its slowest requests looks fast)."""
     if r.failed_requests is None:
@@ -148,27 +168,27 @@ def model_mismatch(recorded: str | None, model: Any) -> str | None:
             "is another model's; give the config of the served model")
 
 
-def _rule(name: str, status: str, detail: str) -> dict[str, str]:
-    return {"rule": name, "status": status, "detail": detail}
+def _rule(name: str, status: Literal["ok", "broken", "unknown"], detail: str) -> Rule:
+    return Rule(rule=name, status=status, detail=detail)
 
 
-def place(result: floor.FloorResult, tpot_ns: int | None, threshold: float) -> dict[str, Any] | None:
+def place(result: floor.FloorResult, tpot_ns: int | None, threshold: float) -> Placement | None:
     """One TPOT percentile against the floor per output token (tracekit.floor.place_measured, the stop rule:
     under BELOW_FLOOR_TOLERANCE x t_opt the config does not describe the run, verdict inconclusive)."""
     if not tpot_ns:
         return None
     p = floor.place_measured(result, tpot_ns, threshold, per_token=True)
-    return {"measured_ns": tpot_ns, "t_opt_ns": p.t_opt_ns, "t_sum_ns": p.t_sum_ns, "position": p.position,
-            "residual_ratio": p.residual_ratio, "threshold": threshold, "verdict": p.verdict, "reason": p.reason}
+    return Placement(measured_ns=tpot_ns, t_opt_ns=p.t_opt_ns, t_sum_ns=p.t_sum_ns, position=p.position,
+                     residual_ratio=p.residual_ratio, threshold=threshold, verdict=p.verdict, reason=p.reason)
 
 
-def closest_wall(walls: floor.WallsResult, batch: int) -> dict[str, Any] | None:
+def closest_wall(walls: floor.WallsResult, batch: int) -> ClosestWall | None:
     """The reachable wall nearest the operating concurrency on a log scale."""
     reach = [w for w in walls.walls if w.reachable and w.batch]
     if not reach:
         return None
     w = min(reach, key=lambda w: abs(math.log(batch / w.batch)))
-    return {"name": w.name, "batch": w.batch, "batch_ratio": batch / w.batch, "note": w.note}
+    return ClosestWall(name=w.name, batch=w.batch, batch_ratio=batch / w.batch, note=w.note)
 
 
 def config_at(opts: ReconcileOptions, derived: dict[str, int], reasons: list[str]) -> floor.DeploymentConfig:
@@ -185,33 +205,36 @@ def config_at(opts: ReconcileOptions, derived: dict[str, int], reasons: list[str
     return load_config(opts.config, settings)
 
 
-def reconcile_one(r: BenchResult, opts: ReconcileOptions) -> dict[str, Any]:
+def _unplaced(entry: dict[str, Any], reasons: list[str]) -> Run:
+    return Run(**entry, floor=None, tpot=Tpot(p50=None, p99=None), closest_wall=None, goodput=None,
+               verdict=Verdict.INCONCLUSIVE, reasons=reasons)
+
+
+def reconcile_one(r: BenchResult, opts: ReconcileOptions) -> Run:
     """One run: operating point, floor there, TPOT placements, closest wall, goodput, discipline, verdict."""
     op = operating_point(r)
     rules = discipline(r, op.concurrency)
-    reasons = [f"{x['rule']} {x['status']}: {x['detail']}" for x in rules if x["status"] != "ok"]
-    entry: dict[str, Any] = {"source": {"path": r.path, "index": r.index, "tool": r.tool,
-                                        "tool_version_checked": r.tool_version_checked, "label": r.label},
-                             "benchmark": r.to_dict(), "discipline": rules}
-    point: dict[str, Any] = {"concurrency": op.concurrency, "concurrency_source": op.source,
-                             "concurrency_detail": op.detail, "context_tokens": op.context_tokens}
-    entry["operating_point"] = point
+    reasons = [f"{x.rule} {x.status}: {x.detail}" for x in rules if x.status != "ok"]
+    point = RunPoint(concurrency=op.concurrency, concurrency_source=op.source, concurrency_detail=op.detail,
+                     context_tokens=op.context_tokens)
+    entry: dict[str, Any] = {"source": Source(path=r.path, index=r.index, tool=r.tool,
+                                              tool_version_checked=r.tool_version_checked, label=r.label),
+                             "benchmark": msgspec.convert(r.to_dict(), Benchmark), "discipline": rules,
+                             "operating_point": point}
     if op.concurrency is None or op.context_tokens is None:
         reasons.insert(0, "no operating point: " + (op.detail if op.concurrency is None else
                                                      "mean input and output lengths are not reported"))
-        return {**entry, "floor": None, "tpot": {"p50": None, "p99": None}, "closest_wall": None,
-                "goodput": None, "verdict": "inconclusive", "reasons": reasons}
+        return _unplaced(entry, reasons)
     derived = {"batch": max(1, round(op.concurrency)), "context_tokens": op.context_tokens}
     try:
         cfg = config_at(opts, derived, reasons)
     except floor.ConfigError as exc:
         reasons.insert(0, f"the config cannot hold this run's operating point: {exc}")
-        return {**entry, "floor": None, "tpot": {"p50": None, "p99": None}, "closest_wall": None,
-                "goodput": None, "verdict": "inconclusive", "reasons": reasons}
+        return _unplaced(entry, reasons)
     for key in DERIVED_KEYS:
         if key in opts.overrides:
             reasons.append(f"--set {key}={opts.overrides[key]} replaces the derived {derived[key]}")
-    point.update(batch=cfg.batch, effective=cfg.settings())
+    point.batch, point.effective = cfg.batch, cfg.settings()
     mismatch = model_mismatch(r.model, cfg.model)
     result = floor.compute_floor(cfg)
     p50, p99, source = r.tpot_ns_p50, r.tpot_ns_p99, "tpot"
@@ -219,74 +242,79 @@ def reconcile_one(r: BenchResult, opts: ReconcileOptions) -> dict[str, Any]:
         p50, p99, source = r.itl_ns_p50, r.itl_ns_p99, "itl"
         reasons.append("no TPOT in the result: ITL is placed instead (the gap between consecutive tokens; its "
                        "mean equals TPOT's, its percentiles are over gaps, not requests)")
-    tpot = {"p50": place(result, p50, opts.threshold), "p99": place(result, p99, opts.threshold)}
-    point["latency_source"] = source
+    tpot = Tpot(p50=place(result, p50, opts.threshold), p99=place(result, p99, opts.threshold))
+    point.latency_source = source  # type: ignore[assignment]
     wall = closest_wall(floor.compute_walls(cfg), cfg.batch)
     goodput = None
     if r.output_tokens_per_s is not None:
         at_floor = result.tokens_per_s_per_gpu()
         per_gpu = r.output_tokens_per_s / cfg.n_gpus
-        goodput = {"output_tokens_per_s_per_gpu": per_gpu, "floor_tokens_per_s_per_gpu": at_floor,
-                   "fraction_of_floor": per_gpu / at_floor if at_floor else None}
-    headline = tpot["p50"]
+        goodput = Goodput(output_tokens_per_s_per_gpu=per_gpu, floor_tokens_per_s_per_gpu=at_floor,
+                          fraction_of_floor=per_gpu / at_floor if at_floor else None)
+    headline = tpot.p50
     label = "TPOT" if source == "tpot" else "ITL"
     if headline is None:
-        verdict = "inconclusive"
+        verdict = Verdict.INCONCLUSIVE
         reasons.insert(0, "no TPOT or ITL P50 in the result: nothing to place against the floor")
     else:
-        verdict = headline["verdict"]
-        reasons.insert(0, f"{label} P50 {ms(headline['measured_ns'])} is {headline['residual_ratio']:.2f}x the "
-                          f"floor t_opt {ms(headline['t_opt_ns'])} (physical peaks) at {cfg.batch} requests x "
-                          f"{cfg.context_tokens} tokens: {headline['reason']}")
+        verdict = headline.verdict
+        reasons.insert(0, f"{label} P50 {ms(headline.measured_ns)} is {headline.residual_ratio:.2f}x the "
+                          f"floor t_opt {ms(headline.t_opt_ns)} (physical peaks) at {cfg.batch} requests x "
+                          f"{cfg.context_tokens} tokens: {headline.reason}")
         expected = result.per_token_ns(result.expected_ns)
         reasons.insert(1, f"against the calibrated estimate expected_ns {ms(expected)} ({result.expected_peak_kind} "
                           f"peaks, what tuned kernels usually reach; not a bound): "
-                          f"{headline['measured_ns'] / expected:.2f}x")
-        if tpot["p99"] is not None:
-            reasons.insert(2, f"{label} P99 {ms(tpot['p99']['measured_ns'])} is {tpot['p99']['residual_ratio']:.2f}x "
+                          f"{headline.measured_ns / expected:.2f}x")
+        if tpot.p99 is not None:
+            reasons.insert(2, f"{label} P99 {ms(tpot.p99.measured_ns)} is {tpot.p99.residual_ratio:.2f}x "
                               "the floor t_opt")
-    return {**entry, "floor": {"t_opt_ns": result.t_opt_ns, "t_sum_ns": result.t_sum_ns, "binding": result.binding,
-                               "resource_ns": dict(result.resource_ns), "peak_kind": result.peak_kind,
-                               "expected_ns": result.expected_ns, "expected_peak_kind": result.expected_peak_kind,
-                               "tokens_per_step": cfg.tokens_per_step,
-                               "kv_capacity_requests": result.kv_capacity_requests,
-                               "tokens_per_s_per_gpu_at_t_opt": result.tokens_per_s_per_gpu()},
-            "model": {"recorded": r.model, "config": cfg.model.key, "matches": None if not r.model else not mismatch},
-            "tpot": tpot, "closest_wall": wall, "goodput": goodput,
-            "verdict": "inconclusive" if mismatch else verdict, "reasons": ([mismatch] if mismatch else []) + reasons}
+    run_floor = RunFloor(t_opt_ns=result.t_opt_ns, t_sum_ns=result.t_sum_ns, binding=result.binding,
+                         resource_ns=ResourceNs(**dict(result.resource_ns)), peak_kind=result.peak_kind,
+                         expected_ns=result.expected_ns, expected_peak_kind=result.expected_peak_kind,
+                         tokens_per_step=cfg.tokens_per_step, kv_capacity_requests=result.kv_capacity_requests,
+                         tokens_per_s_per_gpu_at_t_opt=result.tokens_per_s_per_gpu())
+    model = ModelCheck(recorded=r.model, config=cfg.model.key, matches=None if not r.model else not mismatch)
+    return Run(**entry, floor=run_floor, model=model, tpot=tpot, closest_wall=wall, goodput=goodput,
+               verdict=Verdict.INCONCLUSIVE if mismatch else verdict,
+               reasons=([mismatch] if mismatch else []) + reasons)
 
 
-def sweep(entries: list[dict[str, Any]], opts: ReconcileOptions, min_points: int = 2) -> dict[str, Any] | None:
+def _runs(entries: list[Run] | list[dict[str, Any]]) -> list[Run]:
+    """Runs as their Structs (the CLI's --plot passes the document's results as JSON's builtins)."""
+    return [e if isinstance(e, Run) else msgspec.convert(e, Run) for e in entries]
+
+
+def sweep(entries: list[Run] | list[dict[str, Any]], opts: ReconcileOptions, min_points: int = 2) -> Sweep | None:
     """Several runs: their goodput points (tokens/s per GPU vs TPOT P50) and the floor's walls and frontier at
     the median context of the runs; None with fewer than ``min_points`` placed runs."""
-    placed = [e for e in entries if e["floor"] is not None and e["tpot"]["p50"] and e["goodput"]]
+    placed = [(e, e.tpot.p50, e.goodput) for e in _runs(entries) if e.floor is not None and e.tpot.p50 and e.goodput]
     if not placed or len(placed) < min_points:
         return None
-    context = round(statistics.median(e["operating_point"]["context_tokens"] for e in placed))
+    context = round(statistics.median(e.operating_point.context_tokens or 0 for e, _, _ in placed))
     cfg = load_config(opts.config, {"context_tokens": str(context), "batch": "1", **opts.overrides})
     walls = floor.compute_walls(cfg)
-    return {
-        "context_tokens": cfg.context_tokens,
-        "kv_capacity_requests": walls.kv_capacity_requests,
-        "walls": [vars(w) for w in walls.walls],
-        "frontier": [vars(p) for p in walls.frontier],
-        "points": [{"label": e["source"]["label"], "path": e["source"]["path"], "batch": e["operating_point"]["batch"],
-                    "tpot_ns_p50": e["tpot"]["p50"]["measured_ns"],
-                    "tpot_ns_p99": e["tpot"]["p99"]["measured_ns"] if e["tpot"]["p99"] else None,
-                    "t_opt_ns": e["floor"]["t_opt_ns"], "t_sum_ns": e["floor"]["t_sum_ns"],
-                    "tokens_per_s_per_gpu": e["goodput"]["output_tokens_per_s_per_gpu"],
-                    "floor_tokens_per_s_per_gpu": e["goodput"]["floor_tokens_per_s_per_gpu"]}
-                   for e in sorted(placed, key=lambda e: e["operating_point"]["batch"])],
-    }
+    return Sweep(
+        context_tokens=cfg.context_tokens,
+        kv_capacity_requests=walls.kv_capacity_requests,
+        walls=[Wall(**vars(w)) for w in walls.walls],
+        frontier=[FrontierPoint(**vars(p)) for p in walls.frontier],
+        points=[SweepPoint(label=e.source.label, path=e.source.path, batch=e.operating_point.batch or 0,
+                           tpot_ns_p50=p50.measured_ns, tpot_ns_p99=e.tpot.p99.measured_ns if e.tpot.p99 else None,
+                           t_opt_ns=e.floor.t_opt_ns, t_sum_ns=e.floor.t_sum_ns,  # type: ignore[union-attr]
+                           tokens_per_s_per_gpu=g.output_tokens_per_s_per_gpu,
+                           floor_tokens_per_s_per_gpu=g.floor_tokens_per_s_per_gpu)
+                for e, p50, g in sorted(placed, key=lambda x: x[0].operating_point.batch or 0)],
+    )
 
 
 def reconcile(results: list[BenchResult], opts: ReconcileOptions) -> dict[str, Any]:
-    """The ``tracekit.reconcile/v1`` document for one or more runs (a sweep when more than one places)."""
+    """The ``tracekit.reconcile/v1`` document for one or more runs (a sweep when more than one places), as
+    JSON's builtins (``msgspec.to_builtins`` of the typed ``tracekit.schema.reconcile.Reconcile``)."""
     # A bad --config or --set fails once, as a usage error; the load itself comes from each run.
     load_config(opts.config, {"batch": "1", "context_tokens": "1", **opts.overrides})
     entries = [reconcile_one(r, opts) for r in results]
-    return {"schema": RECONCILE_SCHEMA,
-            "config": {"name": opts.config, "overrides": dict(opts.overrides), "threshold": opts.threshold,
-                       "below_floor_tolerance": floor.BELOW_FLOOR_TOLERANCE,
-                       "steady_state_factor": STEADY_STATE_FACTOR},
-            "results": entries, "sweep": sweep(entries, opts), "plot": None}
+    doc = Reconcile(config=ReconcileConfig(name=opts.config, overrides=dict(opts.overrides), threshold=opts.threshold,
+                                           below_floor_tolerance=floor.BELOW_FLOOR_TOLERANCE,
+                                           steady_state_factor=STEADY_STATE_FACTOR),
+                    results=entries, sweep=sweep(entries, opts), plot=None)
+    return msgspec.to_builtins(doc)
