@@ -1,6 +1,7 @@
 """The analysis report as a Document: verdict first, then floor, the three questions and ncu targets.
 
-JSON output is the ``tracekit.report/v2`` dict itself; the human formats show the same numbers in ms.
+JSON output is the ``tracekit.report/v2`` dict itself; the human formats show the same numbers in ms, read from the
+typed report (``tracekit.schema.report.Report``).
 """
 
 from __future__ import annotations
