@@ -22,7 +22,7 @@ from tracekit import intervals as iv
 from tracekit.analysis.accounting import StepAccount, account_step
 from tracekit.analysis.commlog import CollectiveCollector, CollectiveLog, load_metadata
 from tracekit.analysis.gaps import CAUSES, HostActivity, attribute_gaps, gap_causes, gap_context
-from tracekit.analysis.ops import DeviceOps, Vocabulary, launch_skips, load_ops, prepare
+from tracekit.analysis.ops import DeviceOps, Vocabulary, launch_skips, load_ops, prepare, reuse_reads
 from tracekit.analysis.steps import (
     STEP_MARKER_REGEX,
     DeviceExtent,
@@ -170,8 +170,12 @@ def analyze_all(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, pairs: list[t
     thread's queries on its own cursor, without the GIL). A cursor sees the store's tables but not the
     temporary views and tables of ``con``, so each thread makes its own (the same names, codes and classes:
     ``prepare`` numbers names in one sorted order), and the results equal a run in one thread."""
+    def device(c: duckdb.DuckDBPyConnection, rank: int, device_id: int) -> DeviceAnalysis:
+        with reuse_reads(opts.batch_rows):  # a one-batch device is read once, not again per costly gap
+            return analyze_device(c, vocab, rank, device_id, opts, rules.communication)
+
     if jobs <= 1 or len(pairs) <= 1:
-        return [analyze_device(con, vocab, rank, device, opts, rules.communication) for rank, device in pairs]
+        return [device(con, rank, device_id) for rank, device_id in pairs]
     local = threading.local()
     cursors: list[duckdb.DuckDBPyConnection] = []
     lock = threading.Lock()
@@ -184,7 +188,7 @@ def analyze_all(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, pairs: list[t
             create_views(cur)
             prepare(cur, rules)
             local.con = cur
-        return analyze_device(local.con, vocab, pair[0], pair[1], opts, rules.communication)
+        return device(local.con, pair[0], pair[1])
 
     try:
         with ThreadPoolExecutor(max_workers=min(jobs, len(pairs))) as pool:

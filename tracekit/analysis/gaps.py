@@ -22,7 +22,7 @@ import duckdb
 import numpy as np
 
 from tracekit import intervals as iv
-from tracekit.analysis.ops import SYNC_API_REGEX, DeviceOps
+from tracekit.analysis.ops import SYNC_API_REGEX, DeviceOps, reused
 
 CAUSES = ("launch_call", "host_code", "sync", "dependency", "host_idle")
 
@@ -39,29 +39,21 @@ class HostActivity:
     def load(cls, con: duckdb.DuckDBPyConnection, rank: int, step_regex: str, lo: int | None = None,
              hi: int | None = None) -> HostActivity:
         """API calls and host ranges of ``rank`` (those overlapping [lo, hi) when given: gap causes are read
-        only inside gaps, so the rest cannot matter); ranges that are step markers do not count as busy."""
-        span = "TRUE" if lo is None or hi is None else "end_ns > $lo AND start_ns < $hi"
-        params = {"rank": rank, "sync": SYNC_API_REGEX, "step": step_regex}
+        only inside gaps, so the rest cannot matter); ranges that are step markers do not count as busy.
+        Inside ``ops.reuse_reads``, a rank of few enough rows is read whole once and each range selects
+        from it with the same filter."""
         if lo is not None and hi is not None:
-            params |= {"lo": lo, "hi": hi}
-        # The sync regex runs once per distinct API name, not once per call.
-        rows = con.sql(f"""
-            WITH calls AS (SELECT pid, tid, start_ns, end_ns, name FROM launches
-                           WHERE rank = $rank AND {span}),
-                 sync_names AS (SELECT name, regexp_matches(name, $sync) AS is_sync
-                                FROM (SELECT DISTINCT name FROM calls))
-            SELECT c.pid, c.tid, c.start_ns, c.end_ns, coalesce(s.is_sync, FALSE) AS is_sync
-            FROM calls c LEFT JOIN sync_names s ON s.name = c.name
-            UNION ALL
-            SELECT pid, tid, start_ns, end_ns, FALSE FROM ranges
-            WHERE rank = $rank AND end_ns IS NOT NULL AND device_id IS NULL AND {span}
-              AND NOT regexp_matches(name, $step)
-        """, params=params).to_arrow_table()
-        pid = rows.column("pid").to_numpy(zero_copy_only=False)
-        tid = rows.column("tid").to_numpy(zero_copy_only=False)
-        start = rows.column("start_ns").to_numpy(zero_copy_only=False)
-        end = rows.column("end_ns").to_numpy(zero_copy_only=False)
-        is_sync = rows.column("is_sync").to_numpy(zero_copy_only=False).astype(bool)
+            whole = reused(con, ("host", rank, step_regex), lambda: _host_count(con, rank, step_regex),
+                           lambda: _host_rows(con, rank, step_regex, None, None))
+            if whole is not None:
+                pid, tid, start, end, is_sync = whole
+                sel = (end > lo) & (start < hi)
+                return cls._of(pid[sel], tid[sel], start[sel], end[sel], is_sync[sel])
+        return cls._of(*_host_rows(con, rank, step_regex, lo, hi))
+
+    @classmethod
+    def _of(cls, pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray,
+            is_sync: np.ndarray) -> HostActivity:
         by_thread: dict[tuple[int, int], iv.Intervals] = {}
         by_process: dict[int, iv.Intervals] = {}
         sync: dict[int, iv.Intervals] = {}
@@ -73,6 +65,49 @@ class HostActivity:
                 sel = in_p & (tid == t)
                 by_thread[(int(p), int(t))] = iv.union(start[sel], end[sel])
         return cls(by_thread, by_process, sync)
+
+
+_HOST_ROWS = """
+    WITH calls AS (SELECT pid, tid, start_ns, end_ns, name FROM launches
+                   WHERE rank = $rank AND {span}),
+         sync_names AS (SELECT name, regexp_matches(name, $sync) AS is_sync
+                        FROM (SELECT DISTINCT name FROM calls))
+    SELECT c.pid, c.tid, c.start_ns, c.end_ns, coalesce(s.is_sync, FALSE) AS is_sync
+    FROM calls c LEFT JOIN sync_names s ON s.name = c.name
+    UNION ALL
+    SELECT pid, tid, start_ns, end_ns, FALSE FROM ranges
+    WHERE rank = $rank AND end_ns IS NOT NULL AND device_id IS NULL AND {span}
+      AND NOT regexp_matches(name, $step)
+"""
+
+
+def _host_rows(con: duckdb.DuckDBPyConnection, rank: int, step_regex: str, lo: int | None,
+               hi: int | None) -> tuple[np.ndarray, ...]:
+    """(pid, tid, start_ns, end_ns, is_sync) of the rank's host rows overlapping [lo, hi) (all without bounds)."""
+    span = "TRUE" if lo is None or hi is None else "end_ns > $lo AND start_ns < $hi"
+    params = {"rank": rank, "sync": SYNC_API_REGEX, "step": step_regex}
+    if lo is not None and hi is not None:
+        params |= {"lo": lo, "hi": hi}
+    # The sync regex runs once per distinct API name, not once per call.
+    rows = con.sql(_HOST_ROWS.format(span=span), params=params).to_arrow_table()
+    return (rows.column("pid").to_numpy(zero_copy_only=False), rows.column("tid").to_numpy(zero_copy_only=False),
+            rows.column("start_ns").to_numpy(zero_copy_only=False),
+            rows.column("end_ns").to_numpy(zero_copy_only=False),
+            rows.column("is_sync").to_numpy(zero_copy_only=False).astype(bool))
+
+
+def _host_count(con: duckdb.DuckDBPyConnection, rank: int, step_regex: str) -> int:
+    """How many host rows the rank has (a whole read is held only for a small rank); any row without a time
+    (compared as NaN once read) keeps every read in SQL."""
+    row = con.execute("""
+        SELECT (SELECT count(*) FROM launches WHERE rank = $rank)
+             + (SELECT count(*) FROM ranges WHERE rank = $rank AND end_ns IS NOT NULL AND device_id IS NULL),
+               (SELECT count(*) FROM launches WHERE rank = $rank AND (start_ns IS NULL OR end_ns IS NULL
+                                                                      OR pid IS NULL OR tid IS NULL))
+             + (SELECT count(*) FROM ranges WHERE rank = $rank AND end_ns IS NOT NULL AND device_id IS NULL
+                                              AND (start_ns IS NULL OR pid IS NULL OR tid IS NULL))
+    """, {"rank": rank}).fetchall()[0]
+    return int(row[0]) if row[1] == 0 else 2**62
 
 
 def gap_causes(gaps: iv.Intervals, ops: DeviceOps, host: HostActivity) -> tuple[np.ndarray, np.ndarray]:

@@ -10,8 +10,12 @@ that every read of the same trace repeats, however the reads are cut.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
 from functools import cached_property
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -59,6 +63,18 @@ class DeviceOps:
     @cached_property
     def max_dur_ns(self) -> int:
         return int((self.end_ns - self.start_ns).max()) if len(self) else 0
+
+    def take(self, rows: np.ndarray) -> DeviceOps:
+        """The operations at ``rows`` (ascending indices: still in ``ORDER``)."""
+        per_op = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in _PER_OP:
+            if per_op[name] is not None:
+                per_op[name] = per_op[name][rows]
+        return DeviceOps(**per_op)
+
+
+_PER_OP = ("start_ns", "end_ns", "stream_id", "cls", "name", "pid", "launch_tid", "launch_start_ns",
+           "launch_end_ns", "in_graph", "cls_code", "name_code", "launch_sync")
 
 
 @dataclass(frozen=True)
@@ -174,11 +190,67 @@ def next_start(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, at_ns:
     return None if row[0] is None else int(row[0])
 
 
+_reuse = threading.local()
+
+
+@contextmanager
+def reuse_reads(max_rows: int) -> Iterator[None]:
+    """Within (in this thread): a device of at most ``max_rows`` operations is read whole once, and each
+    ``load_ops`` of a time range of it, and each ``HostActivity.load`` of its rank, selects rows of that
+    one read with the very filter the SQL applies, in the same order: a one-batch device is not read
+    again around its costliest gaps and its median step (each read is a query over joined views, whose
+    planning costs more than the rows of a small trace). Only the last device's reads are held."""
+    outer = getattr(_reuse, "state", None)
+    _reuse.state = {"max_rows": max_rows}
+    try:
+        yield
+    finally:
+        _reuse.state = outer
+
+
+def reused(con: duckdb.DuckDBPyConnection, key: tuple[Any, ...], count: Callable[[], int],
+           read: Callable[[], Any]) -> Any:
+    """Inside ``reuse_reads``: the whole read ``read()`` under ``key`` for ``con`` (made once, and only when
+    ``count()`` rows are at most the bound), else None: the caller queries the range itself."""
+    state = getattr(_reuse, "state", None)
+    if state is None:
+        return None
+    held = state.get(key)
+    if held is None or held[0] is not con:
+        value = read() if count() <= state["max_rows"] else None
+        state[key] = held = (con, value)
+    return held[1]
+
+
+def _device_starts(con: duckdb.DuckDBPyConnection, rank: int, device_id: int) -> np.ndarray:
+    """Every operation start of the device, sorted: what ``next_start`` looks up."""
+    return con.sql("""
+        SELECT start_ns FROM kernels WHERE rank = $rank AND device_id = $device
+        UNION ALL SELECT start_ns FROM memops WHERE rank = $rank AND device_id = $device
+        ORDER BY 1
+    """, params={"rank": rank, "device": device_id}).to_arrow_table().column(0).to_numpy().astype(np.int64)
+
+
+def _device_count(con: duckdb.DuckDBPyConnection, rank: int, device_id: int) -> int:
+    return int(con.execute("""
+        SELECT (SELECT count(*) FROM kernels WHERE rank = $rank AND device_id = $device)
+             + (SELECT count(*) FROM memops WHERE rank = $rank AND device_id = $device)
+    """, {"rank": rank, "device": device_id}).fetchall()[0][0])
+
+
 def load_ops(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int,
              lo: int | None = None, hi: int | None = None) -> DeviceOps:
     """The device's operations that can matter for time range [lo, hi]: those that overlap it (or start
     in it), and all that start from ``hi`` up to the first start at or after ``hi`` (the operation that
     ends a gap reaching ``hi``). Without bounds, all of the device's operations."""
+    if lo is not None and hi is not None:
+        whole = reused(con, ("ops", id(vocab), rank, device_id), lambda: _device_count(con, rank, device_id),
+                       lambda: (vocab, load_ops(con, vocab, rank, device_id), _device_starts(con, rank, device_id)))
+        if whole is not None and whole[0] is vocab:
+            ops, starts = whole[1], whole[2]
+            k = int(np.searchsorted(starts, hi, side="left"))
+            upto = int(starts[k]) if k < starts.size else hi
+            return ops.take(np.flatnonzero(((ops.end_ns > lo) | (ops.start_ns >= lo)) & (ops.start_ns <= upto)))
     params = {"rank": rank, "device": device_id}
     where = "TRUE"
     if lo is not None and hi is not None:
