@@ -15,12 +15,16 @@ from dataclasses import dataclass
 from functools import cached_property
 from importlib import import_module
 from pathlib import Path
-
-import duckdb
+from typing import TYPE_CHECKING
 
 from tracekit.errors import InputError
 
-Reader = Callable[[Path, duckdb.DuckDBPyConnection], None]
+if TYPE_CHECKING:
+    import duckdb
+
+# A reader fills the store tables of a DuckDB connection (imported with the reader, not here: listing
+# formats, or keying a cached report on its inputs, loads no DuckDB).
+Reader = Callable[[Path, "duckdb.DuckDBPyConnection"], None]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"

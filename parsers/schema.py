@@ -7,7 +7,10 @@ units are in column names. Every event table has a ``rank`` column so that the s
 
 from __future__ import annotations
 
-import duckdb
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import duckdb  # annotations only: the schema's names load without DuckDB
 
 STORE_SCHEMA_VERSION = 8  # 3: nsys exports store one rank per GPU process; op_shapes. 4: collectives. 5: capture,
 # ranges.kind. 6: launch_kernels, graph_nodes, kernels.annotation (and graph_node_id from Kineto). 7: op_shapes

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import sys
@@ -33,25 +34,27 @@ from tracekit import __version__
 from tracekit.errors import InputError
 from tracekit.files import write_atomically
 from tracekit.store.cache import default_cache_dir, file_key, set_aside
-from tracekit.store.ingest import expand_inputs, ingest_file, open_store, skipped_inputs
-from tracekit.store.inputs import Inputs
+from tracekit.store.expand import expand_inputs, skipped_inputs
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the store's reader and DuckDB load only when a store is opened: not for a cached report
     from tracekit.analysis.analyze import DeviceAnalysis
     from tracekit.analysis.options import AnalyzeOptions
+    from tracekit.store.inputs import Inputs
 
 ENGINES = ("local", "dask")
 _CODE_PACKAGES = ("tracekit", "tracekit.analysis", "tracekit.compare", "tracekit.store", "tracekit.parsers",
                   "tracekit.floor", "tracekit.budgets")
 
 
+@functools.cache  # the code does not change while it runs: the report cache and its rendering both ask
 def _code_digest() -> str:
     """A digest of tracekit's installed code and data files (a changed analysis invalidates cached reports)."""
-    import importlib
+    import importlib.util
 
     h = hashlib.sha256(__version__.encode())
     for name in _CODE_PACKAGES:
-        root = Path(importlib.import_module(name).__file__ or "").parent
+        spec = importlib.util.find_spec(name)  # where the package lies, without running it (the floor's model)
+        root = Path(spec.origin if spec is not None and spec.origin else "").parent
         for f in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".toml") and "__pycache__" not in p.parts):
             h.update(f.relative_to(root).as_posix().encode())
             h.update(f.read_bytes())
@@ -69,15 +72,16 @@ def report_path(inputs: Inputs, opts: AnalyzeOptions) -> Path:
     content key (which also names its store), in order; the notes on what a folder left out; the options, the
     config file and the code. Rank assignment and the store's warnings follow from these, so the report is
     found without opening a store."""
+    cache_dir = inputs.cache_dir or default_cache_dir()
     identity = {
-        "inputs": [[str(f), file_key(f)] for f in expand_inputs(inputs.paths)],
+        "inputs": [[str(f), file_key(f, cache_dir)] for f in expand_inputs(inputs.paths)],
         "skipped": skipped_inputs(inputs.paths),
         "options": dataclasses.asdict(opts),
         "config_file": _config_digest(opts),
         "code": _code_digest(),
     }
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
-    return (inputs.cache_dir or default_cache_dir()) / "reports" / f"{key}.json"
+    return cache_dir / "reports" / f"{key}.json"
 
 
 def _crc(body: bytes, warnings: list[str]) -> int:
@@ -122,6 +126,7 @@ def read_cached_report(path: Path) -> dict[str, Any] | None:
 def _rank_task(path: Path, ranks: tuple[int, ...], cache_dir: Path, opts: AnalyzeOptions) -> list[DeviceAnalysis]:
     """One Dask task: a file (already ingested) opened alone under its ranks; its per-rank analysis."""
     from tracekit.analysis.analyze import analyze_devices
+    from tracekit.store.ingest import open_store
 
     with open_store([path], cache_dir=cache_dir, ranks=[ranks]) as store:
         return analyze_devices(store, opts)
@@ -133,6 +138,7 @@ def analyze_dask(inputs: Inputs, opts: AnalyzeOptions, scheduler: str | None = N
     ``scheduler`` is the address of a running Dask scheduler; without it a local cluster of ``--jobs``
     worker processes is started for this run."""
     from tracekit.analysis.analyze import build_analysis
+    from tracekit.store.ingest import ingest_file
 
     try:
         from distributed import Client, LocalCluster
@@ -182,7 +188,8 @@ def analyze_inputs(inputs: Inputs, opts: AnalyzeOptions, engine: str = "local",
     if inputs.use_cache:
         with contextlib.suppress(OSError):  # an input that cannot be read: opening the store says so
             path = report_path(inputs, opts)
-            keys = [file_key(f) for f in expand_inputs(inputs.paths)]  # the inputs' content, bound to the entry
+            memo = inputs.cache_dir or default_cache_dir()  # each input's SHA-256 remembered while it is unchanged
+            keys = [file_key(f, memo) for f in expand_inputs(inputs.paths)]  # the inputs' content, bound to the entry
         cached = read_cached_entry(path, keys) if path is not None else None
         if cached is not None:
             for w in cached[1]:

@@ -65,9 +65,20 @@ def analyze(inputs: Inputs, fmt: str, out_path: Path | None, opts: AnalyzeOption
 
         emit_with_plots(report_document(report), fmt, out_path, plots)
     else:  # the report alone (from the report cache, maybe): no plotting or analysis code to load
-        from tracekit.report.analysis import report_document
-        from tracekit.report.render import emit
+        from tracekit.cli.rendered import emit_report
 
-        emit(report_document(report), fmt, out_path)
+        emit_report(report, fmt, out_path, _report_slot(inputs, opts) if engine == "local" else None)
     if gate:
         sys.exit(GATE_EXIT[report["verdict"]])
+
+
+def _report_slot(inputs: Inputs, opts: AnalyzeOptions) -> Path | None:
+    """The report cache's entry for these inputs (its rendering is kept beside it), None without a cache."""
+    if not inputs.use_cache:
+        return None
+    from tracekit.analysis.engine import report_path
+
+    try:
+        return report_path(inputs, opts)
+    except OSError:  # an input that cannot be read again: the report is printed, its rendering not kept
+        return None

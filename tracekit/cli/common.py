@@ -48,7 +48,7 @@ class LazyChoice(click.Choice):
         return tuple(self._values())
 
 
-FORMATS = Lazy("tracekit.report.render", "FORMATS")
+FORMATS = Lazy("tracekit.report.output", "FORMATS")
 NEAR_FLOOR_THRESHOLD = Lazy("tracekit.floor", "NEAR_FLOOR_THRESHOLD")
 
 
@@ -173,16 +173,14 @@ def input_paths_options(command: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, inputs: tuple[Path, ...], cache_dir: Path | None, no_cache: bool, jobs: int | None,
                 quiet: bool, max_decompressed: int | None, **kwargs: Any) -> Any:
         check_output_paths()  # before the inputs are ingested
-        import duckdb
-
         from tracekit.store.cache import is_corruption
-        from tracekit.store.inputs import Inputs
+        from tracekit.store.inputs import Inputs  # no DuckDB yet: a cached report may need none
 
         given = Inputs(tuple(inputs), cache_dir, not no_cache, jobs or default_jobs(), quiet)
         with _environment(DECOMPRESS_ENV, None if max_decompressed is None else str(max_decompressed)):
             try:
                 return command(*args, inputs=given, **kwargs)
-            except duckdb.Error as exc:  # a cached store DuckDB finds corrupt: set aside, rebuilt, run once more
+            except Exception as exc:  # a cached store DuckDB finds corrupt: set aside, rebuilt, run once more
                 moved = given.set_aside_corrupt() if is_corruption(exc) else []
                 if not moved:
                     raise

@@ -11,11 +11,9 @@ every number as is.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import math
-import os
 import re
 import sys
 from pathlib import Path
@@ -28,13 +26,12 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from tracekit.errors import InputError
-from tracekit.files import OutputError, write_atomically
+from tracekit.files import write_atomically
 from tracekit.report.document import Document, Table, finite
+from tracekit.report.output import FORMATS as FORMATS  # every format: defined beside the output, light to load
+from tracekit.report.output import table_width, write_stdout
 from tracekit.report.text import inert, inert_lines, markdown_escape, shorten, starts_formula
 
-FORMATS = ("table", "markdown", "csv", "json", "html")
-DEFAULT_WIDTH = 160  # a table's width when neither COLUMNS nor a terminal says otherwise
-ZERO_WIDTH_FALLBACK = 80  # a terminal that reports 0 columns (`script`, some CI ptys): the classic width
 MARKDOWN_NAME_CHARS = 120  # a Markdown cell longer than this is shortened in the middle
 MIN_NAME_CHARS = 16  # a name column is never squeezed below this in a table
 
@@ -263,21 +260,6 @@ def render_table(doc: Document, console: Console) -> None:
         console.print(Text(inert_lines(text)), soft_wrap=True)
 
 
-def table_width() -> int:
-    """The width a table should fit: ``COLUMNS``, else the terminal on stdout (or on stderr, when stdout is
-    piped into a pager), else ``DEFAULT_WIDTH``."""
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    for fd in (1, 2):
-        try:
-            width = os.get_terminal_size(fd).columns
-        except (OSError, ValueError):
-            continue
-        return width if width > 0 else ZERO_WIDTH_FALLBACK  # a terminal of 0 columns would print nothing
-    return DEFAULT_WIDTH
-
-
 def render(doc: Document, fmt: str, width: int | None = None, table: str | None = None,
            color: bool = False) -> str:
     """The document as text in one of FORMATS (``table``: the CSV table ``--table`` chose)."""
@@ -297,43 +279,33 @@ def render(doc: Document, fmt: str, width: int | None = None, table: str | None 
     return buf.getvalue()
 
 
-def _silence_stdout() -> None:
-    """Point standard output at /dev/null, so the interpreter's last flush at exit cannot fail again."""
-    with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-
-
-def write_stdout(text: str) -> None:
-    """Print ``text``: a reader that closed the pipe (``| head``) ends the command with exit 0, as for any
-    Unix filter; any other failure (a full disk behind ``> file``, ``/dev/full``) is one line, exit 2."""
-    try:
-        click.echo(text, nl=False)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _silence_stdout()
-        raise SystemExit(0) from None
-    except OSError as exc:
-        _silence_stdout()
-        raise OutputError(f"standard output: cannot write ({exc.strerror or type(exc).__name__}); free space "
-                          "or write with --out to another place") from None
-
-
 def _table_choice() -> str | None:
     ctx = click.get_current_context(silent=True)
     return None if ctx is None else ctx.meta.get("tracekit.table")
 
 
+def rendering(doc: Document, fmt: str, to_file: bool) -> tuple[str, str | None]:
+    """What ``emit`` writes (for a file, or for standard output: in colour on a terminal) and the note it
+    prints on stderr first, None when there is none (CSV of a document with several tables names the others)."""
+    table = _table_choice()
+    note = None
+    if fmt == "csv" and table is None and len(doc.tables) > 1:
+        others = ", ".join(table_slug(t.title) for t in doc.tables[1:])
+        note = (f"tracekit: note: CSV holds one table, {table_slug(doc.tables[0].title)}; the others with "
+                f"--table NAME: {others}")
+    if to_file:
+        return render(doc, fmt, table=table), note
+    color = fmt == "table" and sys.stdout.isatty()
+    return render(doc, fmt, width=table_width() if fmt == "table" else None, table=table, color=color), note
+
+
 def emit(doc: Document, fmt: str, out_path: Path | None) -> None:
     """Print the document, or write it atomically to ``out_path``; CSV of a document with several tables
     writes the table ``--table`` names, or the first with a line on stderr naming the others."""
-    table = _table_choice()
-    if fmt == "csv" and table is None and len(doc.tables) > 1:
-        others = ", ".join(table_slug(t.title) for t in doc.tables[1:])
-        click.echo(f"tracekit: note: CSV holds one table, {table_slug(doc.tables[0].title)}; the others with "
-                   f"--table NAME: {others}", err=True)
+    text, note = rendering(doc, fmt, out_path is not None)
+    if note is not None:
+        click.echo(note, err=True)
     if out_path is not None:
-        write_atomically(out_path, render(doc, fmt, table=table), option="--out")
+        write_atomically(out_path, text, option="--out")
         return
-    color = fmt == "table" and sys.stdout.isatty()
-    write_stdout(render(doc, fmt, width=table_width() if fmt == "table" else None, table=table, color=color))
+    write_stdout(text)

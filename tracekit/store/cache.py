@@ -19,14 +19,13 @@ import os
 import secrets
 import shutil
 import stat
+import sys
 import tempfile
 import time
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-import duckdb
 
 from tracekit import __version__
 from tracekit.parsers.schema import STORE_SCHEMA_VERSION
@@ -38,26 +37,74 @@ def default_cache_dir() -> Path:
     return Path(base) / "tracekit"
 
 
-def file_identity(path: Path) -> tuple[str, str]:
+HASH_MEMO = "hashes"  # under the cache folder: the content SHA-256 of inputs, by their file identity
+RACY_NS = 2_000_000_000  # a file changed this recently may change again within one timestamp tick: not memoised
+
+
+def file_identity(path: Path, memo_dir: Path | None = None) -> tuple[str, str]:
     """(key, content SHA-256) of an input: the key changes whenever the file's content or the store format
     changes (a SHA-256 of the whole file, about 1.7 GB/s; under 4 % of an ingest on every trace measured,
     bench/bench_cache_key.py); the content hash is what the store's manifest binds it to. Hashed once per
-    process while the file's size, times and inode stay the same (the report cache and the store both ask)."""
+    process while the file's size, times and inode stay the same (the report cache and the store both ask).
+
+    With ``memo_dir`` (the cache folder), the SHA-256 is also remembered there under the file's identity
+    (resolved path, device, inode, size, mtime and ctime in ns) and read back, not hashed again, while that
+    identity is unchanged. Safe as a content check: every write to a file moves its mtime and ctime, and no
+    tool can set the ctime back (``touch -d`` and ``os.utime`` move it to now), so a changed file has another
+    identity and is hashed afresh; a file whose times are under ``RACY_NS`` old is never remembered (a
+    second write within one coarse timestamp tick would keep them); an entry is checked by its own digest, so
+    a damaged one is hashed again."""
     st = path.stat()
-    return _content_identity(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    return _content_identity(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev,
+                             None if memo_dir is None else str(memo_dir))
 
 
-def file_key(path: Path) -> str:
+def file_key(path: Path, memo_dir: Path | None = None) -> str:
     """The store key of an input file (``file_identity``)."""
-    return file_identity(path)[0]
+    return file_identity(path, memo_dir)[0]
 
 
 @functools.lru_cache(maxsize=4096)
-def _content_identity(path: str, size: int, mtime_ns: int, ctime_ns: int, inode: int) -> tuple[str, str]:
-    with open(path, "rb") as f:
-        content = hashlib.file_digest(f, "sha256").hexdigest()
+def _content_identity(path: str, size: int, mtime_ns: int, ctime_ns: int, inode: int, device: int,
+                      memo_dir: str | None) -> tuple[str, str]:
+    identity = [path, device, inode, size, mtime_ns, ctime_ns]
+    entry = None if memo_dir is None else Path(memo_dir) / HASH_MEMO / f"{_digest(identity)[:32]}.json"
+    content = _read_memo(entry, identity) if entry is not None else None
+    if content is None:
+        with open(path, "rb") as f:
+            content = hashlib.file_digest(f, "sha256").hexdigest()
+        if entry is not None and time.time_ns() - max(mtime_ns, ctime_ns) > RACY_NS:
+            _write_memo(entry, identity, content)
     key = f"{STORE_SCHEMA_VERSION}|{__version__}|{size}|{content}"
     return hashlib.sha256(key.encode()).hexdigest()[:32], content
+
+
+def _digest(value: object) -> str:
+    return hashlib.sha256(json.dumps(value).encode()).hexdigest()
+
+
+def _read_memo(entry: Path, identity: list[object]) -> str | None:
+    """The remembered SHA-256 for exactly this identity, or None (absent, another file's, damaged)."""
+    try:
+        memo = json.loads(entry.read_text())
+        content = memo["sha256"]
+        if (memo["identity"] != identity or not isinstance(content, str) or len(content) != 64
+                or memo["check"] != _digest([identity, content])):
+            return None
+        int(content, 16)
+        return content
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_memo(entry: Path, identity: list[object], content: str) -> None:
+    """Remember the SHA-256 (one atomic write; a cache that cannot be written is only slower)."""
+    with contextlib.suppress(OSError):
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{entry.stem}.", suffix=".tmp", dir=entry.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"identity": identity, "sha256": content, "check": _digest([identity, content])}, f)
+        os.replace(tmp, entry)
 
 
 def crc32_of(path: Path) -> int:
@@ -88,6 +135,8 @@ def is_complete(db: Path, input_sha256: str | None = None) -> bool:
             return False
     except (OSError, ValueError, AttributeError):
         return False
+    import duckdb
+
     try:
         con = duckdb.connect(str(db), read_only=True)
     except duckdb.Error:
@@ -131,13 +180,16 @@ def clear_slot(db: Path) -> list[Path]:
 
 def is_corruption(exc: BaseException) -> bool:
     """Whether a DuckDB error says a database file is damaged (its block checksums do not match)."""
+    duckdb = sys.modules.get("duckdb")  # not loaded: no DuckDB error can have been raised
     text = str(exc).lower()
-    return isinstance(exc, duckdb.Error) and ("corrupt" in text or "checksum" in text)
+    return duckdb is not None and isinstance(exc, duckdb.Error) and ("corrupt" in text or "checksum" in text)
 
 
 def verify_store(db: Path) -> bool:
     """Read every block of every table of ``db`` (DuckDB checks each block's checksum as it reads it):
     False when DuckDB reports the store corrupt. Costly (a full scan): only after a query failed so."""
+    import duckdb
+
     try:
         con = duckdb.connect(str(db), read_only=True)
     except duckdb.Error as exc:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +28,6 @@ import duckdb
 
 from tracekit import __version__
 from tracekit.errors import InputError
-from tracekit.files import check_input_file
 from tracekit.parsers import registry
 from tracekit.parsers.schema import STORE_SCHEMA_VERSION, TABLES, create_tables
 from tracekit.store.cache import (
@@ -44,37 +43,9 @@ from tracekit.store.cache import (
 )
 from tracekit.store.captures import captured_ranks, create_capture_views, split_captures
 from tracekit.store.checks import capture_fingerprint, check_distinct_paths, drop_damaged_records, mixed_gpu_warning
+from tracekit.store.expand import expand_inputs, skipped_inputs
 from tracekit.store.ranks import assign_ranks, rank_sql
 from tracekit.store.views import create_views
-
-
-def expand_inputs(paths: Iterable[Path]) -> list[Path]:
-    """Files as given; a directory stands for the trace files directly inside it, sorted by name (a file no
-    reader takes, such as a harness's ``execution_details.json``, is left out: ``skipped_inputs``)."""
-    files: list[Path] = []
-    suffixes = registry.trace_suffixes()
-    for p in paths:
-        check_input_file(p)  # FIFOs, devices, link loops, unreadable files: refused before any read
-        if p.is_dir():
-            found = sorted(c for c in p.iterdir() if c.name.endswith(suffixes) and not c.is_dir())
-            for c in found:
-                check_input_file(c)
-            traces = [c for c in found if registry.skip_reason(c) is None]
-            if not traces:
-                raise InputError(f"{p}: directory holds no trace files ({', '.join('*' + s for s in suffixes)}); "
-                                 "give the trace files or the folder that holds them")
-            files.extend(traces)
-        else:
-            files.append(p)
-    return files
-
-
-def skipped_inputs(paths: Iterable[Path]) -> list[str]:
-    """One note per file a directory input left out because no reader takes it as a trace."""
-    suffixes = registry.trace_suffixes()
-    return [f"{c}: {why}; skipped in directory {p}"
-            for p in paths if p.is_dir() for c in sorted(p.iterdir())
-            if c.is_file() and c.name.endswith(suffixes) and (why := registry.skip_reason(c)) is not None]
 
 
 @dataclass
@@ -145,7 +116,7 @@ def ingest_file(path: Path, cache_dir: Path) -> IngestResult:
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"--cache-dir {cache_dir}: cannot create ({exc.strerror})") from None
-    key, content = file_identity(path)
+    key, content = file_identity(path, cache_dir)  # remembered in the cache while the file is unchanged
     target = cache_dir / f"{key}.duckdb"
     clear_slot(target)  # a folder where the store, manifest or lock belongs is set aside
     if target.exists():

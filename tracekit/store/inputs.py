@@ -7,11 +7,14 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from tracekit import progress as read_progress
 from tracekit.store.cache import default_cache_dir, file_key, manifest_path, set_aside, store_lock, verify_store
-from tracekit.store.ingest import IngestResult, Store, expand_inputs, open_store
+from tracekit.store.expand import expand_inputs
+
+if TYPE_CHECKING:  # the reader and DuckDB load when the inputs are opened, not when they are named
+    from tracekit.store.ingest import IngestResult, Store
 
 
 @contextmanager
@@ -67,6 +70,8 @@ class Inputs:
 
     def open(self) -> Store:
         """Ingest (or reuse) the inputs, with a progress bar on a terminal, and print the store's warnings."""
+        from tracekit.store.ingest import open_store
+
         with ingest_progress(list(self.paths), self.quiet) as on_file_done:
             store = open_store(list(self.paths), cache_dir=self.cache_dir, use_cache=self.use_cache, jobs=self.jobs,
                                on_file_done=on_file_done)
