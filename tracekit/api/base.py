@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -21,8 +20,10 @@ __all__ = ["FORMATS", "NEAR_FLOOR_THRESHOLD", "Rendered", "available_cores", "ch
 
 
 def available_cores() -> int:
-    """The cores this process may run on: ``jobs`` unless given, as the CLI's ``--jobs`` default."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """The cores this process may run on (``jobs`` unless given is ``store.inputs.auto_jobs``, as the CLI's)."""
+    from tracekit.store.inputs import available_cores as cores
+
+    return cores()
 
 
 class Rendered:

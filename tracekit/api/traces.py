@@ -19,7 +19,7 @@ from tracekit.analysis.doctor import Health, diagnose
 from tracekit.analysis.engine import analyze_inputs
 from tracekit.analysis.gaps import CAUSES
 from tracekit.analysis.options import AnalyzeOptions
-from tracekit.api.base import NEAR_FLOOR_THRESHOLD, Rendered, available_cores, check_step_regex, overrides_of
+from tracekit.api.base import NEAR_FLOOR_THRESHOLD, Rendered, check_step_regex, overrides_of
 from tracekit.budgets.classify import class_summary, other_share_pct
 from tracekit.compare import diff as d
 from tracekit.compare import gate as g
@@ -32,7 +32,7 @@ from tracekit.schema.report import Report, typed_report
 from tracekit.schema.verdict import Verdict
 from tracekit.store import summaries
 from tracekit.store.ingest import Store
-from tracekit.store.inputs import Inputs
+from tracekit.store.inputs import Inputs, auto_jobs
 
 Paths = str | Path | Sequence[str | Path]
 KERNEL_GROUPS = ("name", "short-name", "name-grid-block", "class")
@@ -221,7 +221,7 @@ def analyze(paths: Paths, config: str | None = None, *, step: str | None = None,
     alone (read from the report cache when unchanged), without the per-step table and the HTML page."""
     opts = analyze_options(config, step=step, skip_steps=skip_steps, threshold=threshold, batch=batch,
                            context=context, sets=sets)
-    inputs = Inputs(_paths(paths), Path(cache_dir) if cache_dir else None, use_cache, jobs or available_cores(),
+    inputs = Inputs(_paths(paths), Path(cache_dir) if cache_dir else None, use_cache, jobs or auto_jobs(_paths(paths)),
                     quiet=True)
     return analyze_inputs_result(inputs, opts, detail, engine, scheduler)
 
@@ -257,7 +257,7 @@ def kernels_of(store: Store, by: str = "name", limit: int = 0) -> KernelsResult:
 def kernels(paths: Paths, by: str = "name", limit: int = 0, *, cache_dir: str | Path | None = None,
             use_cache: bool = True, jobs: int | None = None) -> KernelsResult:
     """``tracekit kernels PATHS --by BY``: instances, total, average, median, min, max, stddev per kernel."""
-    inputs = Inputs(_paths(paths), Path(cache_dir) if cache_dir else None, use_cache, jobs or available_cores(),
+    inputs = Inputs(_paths(paths), Path(cache_dir) if cache_dir else None, use_cache, jobs or auto_jobs(_paths(paths)),
                     quiet=True)
     with inputs.open() as store:
         return kernels_of(store, by, limit)
@@ -286,7 +286,7 @@ def doctor_of(store: Store) -> DoctorResult:
 def doctor(paths: Paths, *, cache_dir: str | Path | None = None, use_cache: bool = True,
            jobs: int | None = None) -> DoctorResult:
     """``tracekit doctor PATHS``: the capture's health check before any number, with the re-capture fixes."""
-    inputs = Inputs(_paths(paths), Path(cache_dir) if cache_dir else None, use_cache, jobs or available_cores(),
+    inputs = Inputs(_paths(paths), Path(cache_dir) if cache_dir else None, use_cache, jobs or auto_jobs(_paths(paths)),
                     quiet=True)
     with inputs.open() as store:
         return doctor_of(store)
@@ -326,6 +326,6 @@ def diff(before: str | Path, after: str | Path, config: str | None = None, *, st
     noise = (g.parse_percent(noise_threshold, "noise_threshold") if isinstance(noise_threshold, str)
              else noise_threshold)
     cache = Path(cache_dir) if cache_dir else None
-    sides = [d.load_side(Path(p), opts, cache, use_cache, jobs or available_cores()) for p in (before, after)]
+    sides = [d.load_side(Path(p), opts, cache, use_cache, jobs or auto_jobs([Path(p)])) for p in (before, after)]
     return DiffResult(g.gated_diff(sides, noise, gate, allowance, expect_faster,
                                    bool(opts.config or opts.step_regex or opts.skip_steps)))

@@ -123,9 +123,11 @@ def _environment(name: str, value: str | None) -> Any:
             os.environ[name] = old
 
 
-def default_jobs() -> int:
-    """The cores this process may run on: how many files are ingested at once unless --jobs says."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+def default_jobs(paths: Sequence[Path]) -> int:
+    """How many files are read, and ranks analysed, at once unless --jobs says (``store.inputs.auto_jobs``)."""
+    from tracekit.store.inputs import auto_jobs
+
+    return auto_jobs(paths)
 
 # Parameters that name what a command reads, and what it writes (by click parameter name).
 INPUT_PARAMS = ("inputs", "before", "after", "results", "config")
@@ -162,7 +164,8 @@ def input_paths_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
                   help="Where ingested stores are kept (default: $XDG_CACHE_HOME/tracekit).")
     @click.option("--no-cache", is_flag=True, help="Ingest into a temporary store, discarded afterwards.")
-    @click.option("--jobs", type=JOBS, default=None, show_default="the cores available",
+    @click.option("--jobs", type=JOBS, default=None,
+                  show_default="the cores available for files of 4 MiB on average, else 1",
                   help="Read this many files (in processes) and analyse this many ranks (in threads) at once.")
     @click.option("--quiet", "-q", is_flag=True,
                   help="No progress bar (it shows only when stderr is a terminal).")
@@ -176,7 +179,7 @@ def input_paths_options(command: Callable[..., Any]) -> Callable[..., Any]:
         from tracekit.store.cache import is_corruption
         from tracekit.store.inputs import Inputs  # no DuckDB yet: a cached report may need none
 
-        given = Inputs(tuple(inputs), cache_dir, not no_cache, jobs or default_jobs(), quiet)
+        given = Inputs(tuple(inputs), cache_dir, not no_cache, jobs or default_jobs(inputs), quiet)
         with _environment(DECOMPRESS_ENV, None if max_decompressed is None else str(max_decompressed)):
             try:
                 return command(*args, inputs=given, **kwargs)

@@ -59,7 +59,7 @@ def diff_cmd(inputs: tuple[Path, ...], against: str | None, baselines_dir: Path 
                          "inputs")
     else:
         paths = list(inputs)
-    sides = [d.load_side(p, opts, cache_dir, not no_cache, jobs or default_jobs()) for p in paths]
+    sides = [d.load_side(p, opts, cache_dir, not no_cache, jobs or default_jobs([p])) for p in paths]
     doc = g.gated_diff(sides, threshold, gate, allowance, expect_faster,
                        bool(opts.config or opts.step_regex or opts.skip_steps), against)
     code = doc["gate"]["exit_status"]

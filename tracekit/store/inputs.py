@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from tracekit import progress as read_progress
+from tracekit.errors import TracekitError
 from tracekit.store.cache import default_cache_dir, file_key, manifest_path, set_aside, store_lock, verify_store
 from tracekit.store.expand import expand_inputs
 
@@ -95,3 +97,27 @@ class Inputs:
                     set_aside(db)
                 moved.append(db)
         return moved
+
+
+# Average input file size from which reading files in worker processes (and analysing ranks in threads) pays:
+# dlrm8_v100's 8 files of 54 KB read and analyse faster in one process, 16 files of 93 MB 1.87x faster in two
+# (docs/benchmarks.md). Between those sizes the crossover was not measured; 4 MiB is a guess between them.
+PARALLEL_MIN_BYTES = 4 << 20
+
+
+def available_cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def auto_jobs(paths: Sequence[Path]) -> int:
+    """``--jobs`` when not given: the cores available when the input files average at least
+    ``PARALLEL_MIN_BYTES``, else 1 (small files: worker processes and threads cost more than they save)."""
+    cores = available_cores()
+    if cores <= 1:
+        return 1
+    try:
+        sizes = [f.stat().st_size for f in expand_inputs(paths)]
+    except (OSError, ValueError, TracekitError):  # a bad input: opening the inputs says what is wrong
+        return cores
+    return cores if sizes and sum(sizes) / len(sizes) >= PARALLEL_MIN_BYTES else 1
