@@ -3,16 +3,19 @@
 Run: ``.venv/bin/python bench/bench_cli.py [--repeat 3] [--hta-python bench/.venv-hta/bin/python] [--write]``.
 
 Each case runs tracekit (A) and its peer (B) alternately, ``--repeat`` times each, every run a fresh process
-tree: wall time (interpreter start included) and the peak of the summed RSS of the process and its children
-(``bench_kineto_ranks.measure_tree``). The fastest run of each side is compared (the ratio B/A: above 1,
-tracekit is faster), with the largest peak. Peers:
+tree: wall time (interpreter start included) and the peak of the summed RSS of the process and its children,
+sampled every 20 ms (``measure``). The fastest run of each side is compared (the ratio B/A: above 1,
+tracekit is faster), with the largest peak. tracekit runs as an installed copy does: its modules compiled to
+bytecode first, and ``PYTHONDONTWRITEBYTECODE`` removed from the children's environment (a shell that sets
+it would otherwise compile every tracekit module from source on every run). Peers:
 
 - ``python -c pass`` for ``tracekit --help``;
 - HTA 0.5.0 (``TraceAnalysis`` on the folder, then the temporal, idle-time, communication/computation
   overlap and kernel breakdowns) for ``tracekit analyze --no-cache`` of real Kineto traces. HTA lives in its
   own virtualenv, made here when absent, with pandas pinned below 3 (HTA 0.5.0 fails on pandas 3.x with
   an int16 ``TypeError``): ``bench/.venv-hta``; never a tracekit dependency;
-- the first (uncached) run for a cached re-analysis (``analyze`` again over the same ``--cache-dir``).
+- the first (uncached) run for a cached re-analysis (``analyze`` again over the same ``--cache-dir``);
+- ``--jobs 1`` for the default ``--jobs`` and for ``--jobs 2`` on ``dlrm8_v100`` (which the default picks).
 
 ``--write`` replaces the section "Whole commands side by side (issue 26)" of docs/benchmarks.md with the
 table printed.
@@ -21,16 +24,21 @@ table printed.
 from __future__ import annotations
 
 import argparse
+import compileall
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_kineto_ranks import Measured, measure_tree  # noqa: E402 - sibling script
+from bench_kineto_ranks import MB, Measured  # noqa: E402 - sibling script
 
 REPO = Path(__file__).resolve().parent.parent
 TRACES = REPO.parent / "shared" / "traces"
@@ -60,6 +68,29 @@ def hta_python(path: Path) -> Path:
     return path
 
 
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def measure(cmd: list[str], interval_s: float = 0.02) -> Measured:
+    """Run ``cmd``: its wall time and the peak of the summed RSS of it and its descendants (every ``interval_s``)."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as out:
+        proc = psutil.Popen(cmd, stdout=out, stderr=subprocess.PIPE, env=CHILD_ENV)
+        peak = 0
+        while proc.poll() is None:
+            total = 0
+            with contextlib.suppress(psutil.Error):  # a process may end between listing and reading it
+                for p in [proc, *proc.children(recursive=True)]:
+                    total += p.memory_info().rss
+            peak = max(peak, total)
+            time.sleep(interval_s)
+        wall_s = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd[:3])} ... failed:\n{proc.stderr.read().decode()[-2000:]}")
+        out.seek(0)
+        return Measured(wall_s, peak / MB, out.read())
+
+
 def side_by_side(a: Callable[[], list[str]], b: Callable[[], list[str]], repeat: int,
                  before_a: Callable[[], None] = lambda: None,
                  before_b: Callable[[], None] = lambda: None) -> tuple[Measured, Measured, list[float], list[float]]:
@@ -67,9 +98,9 @@ def side_by_side(a: Callable[[], list[str]], b: Callable[[], list[str]], repeat:
     runs: dict[str, list[Measured]] = {"a": [], "b": []}
     for _ in range(repeat):
         before_a()
-        runs["a"].append(measure_tree(a()))
+        runs["a"].append(measure(a()))
         before_b()
-        runs["b"].append(measure_tree(b()))
+        runs["b"].append(measure(b()))
 
     def best(ms: list[Measured]) -> Measured:
         return Measured(min(m.wall_s for m in ms), max(m.peak_mb for m in ms))
@@ -84,6 +115,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--write", action="store_true", help="replace the section in docs/benchmarks.md")
     args = parser.parse_args(argv)
     tk = str(REPO / ".venv" / "bin" / "tracekit")
+    for package in ("tracekit", "parsers", "floor", "budgets"):  # as installed: bytecode, not source, each run
+        compileall.compile_dir(str(REPO / package), quiet=1)
     hta = str(hta_python(args.hta_python))
     work = Path(tempfile.mkdtemp(prefix="bench_cli."))
     cache = work / "cache"
@@ -107,6 +140,8 @@ def main(argv: list[str] | None = None) -> None:
          analyze(fixture, "--no-cache"), lambda: [sys.executable, "-c", "pass"], {}),
         ("real 8-rank `dlrm8_v100` (8 x 54 KB gz): `analyze --no-cache` vs HTA", analyze(dlrm8, "--no-cache"),
          lambda: [hta, "-c", HTA_CHILD, str(dlrm8)], {}),
+        ("`dlrm8_v100`: `analyze --no-cache --jobs 2` (processes and threads) vs `--jobs 1` (the default here)",
+         analyze(dlrm8, "--no-cache", "--jobs", "2"), analyze(dlrm8, "--no-cache", "--jobs", "1"), {}),
         ("real Kineto 53.7 MB JSON (`hta__df_index_resolver`, 1 rank): `analyze --no-cache` vs HTA",
          analyze(dfidx, "--no-cache"), lambda: [hta, "-c", HTA_CHILD, str(dfidx)], {}),
         ("cached re-analysis vs first run, Kineto 53.7 MB", analyze(dfidx, "--cache-dir", str(cache)),
@@ -119,11 +154,11 @@ def main(argv: list[str] | None = None) -> None:
     notes = []
     try:
         clear()
-        measure_tree(analyze(dfidx, "--cache-dir", str(cache))())  # a cached case's A needs a filled cache
+        measure(analyze(dfidx, "--cache-dir", str(cache))())  # a cached case's A needs a filled cache
         for name, a, b, hooks in cases:
             if "nsys" in name:
                 clear()
-                measure_tree(analyze(nsys2, "--cache-dir", str(cache))())
+                measure(analyze(nsys2, "--cache-dir", str(cache))())
             ma, mb, wa, wb = side_by_side(a, b, args.repeat, **hooks)
             rows.append(f"| {name} | {ma.wall_s:.2f} | {ma.peak_mb:,.0f} | {mb.wall_s:.2f} | {mb.peak_mb:,.0f} | "
                         f"{mb.wall_s / ma.wall_s:.2f}x | {ma.peak_mb / mb.peak_mb:.2f} |")

@@ -74,8 +74,6 @@ _INSERT_SQL: dict[str, str] = {
         FROM _chunk WHERE {_READABLE}
     """,
 }
-# attention cpu ops, whose recorded shapes state batch and sequence lengths (the missing-shapes caveat)
-ATTENTION_OP_REGEX = r"(?i)attention|attn|flash|sdpa|scaled_dot_product"
 _PARAM_COMMS = "record_param_comms"
 _COLLECTIVES_SQL = """
     INSERT INTO collectives

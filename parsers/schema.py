@@ -18,6 +18,9 @@ STORE_SCHEMA_VERSION = 8  # 3: nsys exports store one rank per GPU process; op_s
 
 # Names the whole tool agrees on (readers, store views and analyses import them from here).
 PROFILER_STEP_REGEX = r"^ProfilerStep#(\d+)\n?$"  # torch.profiler's step annotation; group 1 is the step number
+# attention cpu ops, whose recorded shapes state batch and sequence lengths (readers keep them in op_shapes;
+# the missing-shapes caveat counts them)
+ATTENTION_OP_REGEX = r"(?i)attention|attn|flash|sdpa|scaled_dot_product"
 GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")  # without a _vNNNN version suffix
 
 TABLES: dict[str, str] = {

@@ -12,8 +12,7 @@ from tracekit.analysis.crossrank import RankMeta
 from tracekit.analysis.steps import ENGINE_STEP_REGEX, STEP_MARKER_REGEX
 from tracekit.analysis.verdict import ms
 from tracekit.analysis.waits import waits_section
-from tracekit.parsers.kineto_tables import ATTENTION_OP_REGEX  # the ops whose shapes readers keep (op_shapes)
-from tracekit.parsers.schema import NO_GPU_ACTIVITY
+from tracekit.parsers.schema import ATTENTION_OP_REGEX, NO_GPU_ACTIVITY  # the ops whose shapes readers keep
 from tracekit.store.captures import STREAM_CAPTURE_REGEX
 
 #: Kernel launch calls (runtime and driver, CUDA and HIP); graph launches are not kernel launches.
