@@ -11,8 +11,9 @@ so both give the same report. Workers and this process must see the same cache f
 In-process, a report is cached beside the stores, keyed on the inputs alone (each file as named and its
 content key, which also names its store, in order; what a folder left out; the options; the config file's
 content; a digest of tracekit's own code), with the warnings opening the store gave. So analysing an
-unchanged trace again hashes the inputs, reads one file and prints it: it opens no store and imports none
-of the analysis. Like a store, a cached report carries its size and CRC-32 (a first line before the
+unchanged trace again reads each input's remembered SHA-256 (``store.cache.file_identity``), this file and
+the rendering the CLI kept beside it (``tracekit.cli.rendered``): it opens no store and imports none of the
+analysis, DuckDB or the renderers. Like a store, a cached report carries its size and CRC-32 (a first line before the
 report's JSON, written in one atomic file): a report damaged in place, even into other valid JSON, fails
 the check and is analysed again.
 """

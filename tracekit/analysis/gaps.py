@@ -43,8 +43,8 @@ class HostActivity:
         Inside ``ops.reuse_reads``, a rank of few enough rows is read whole once and each range selects
         from it with the same filter."""
         if lo is not None and hi is not None:
-            whole = reused(con, ("host", rank, step_regex), lambda: _host_count(con, rank, step_regex),
-                           lambda: _host_rows(con, rank, step_regex, None, None))
+            whole = reused(con, ("host", rank, step_regex), lambda: _host_count(con, rank),
+                           lambda: _whole_host(con, rank, step_regex))
             if whole is not None:
                 pid, tid, start, end, is_sync = whole
                 sel = (end > lo) & (start < hi)
@@ -96,18 +96,18 @@ def _host_rows(con: duckdb.DuckDBPyConnection, rank: int, step_regex: str, lo: i
             rows.column("is_sync").to_numpy(zero_copy_only=False).astype(bool))
 
 
-def _host_count(con: duckdb.DuckDBPyConnection, rank: int, step_regex: str) -> int:
-    """How many host rows the rank has (a whole read is held only for a small rank); any row without a time
-    (compared as NaN once read) keeps every read in SQL."""
-    row = con.execute("""
-        SELECT (SELECT count(*) FROM launches WHERE rank = $rank)
-             + (SELECT count(*) FROM ranges WHERE rank = $rank AND end_ns IS NOT NULL AND device_id IS NULL),
-               (SELECT count(*) FROM launches WHERE rank = $rank AND (start_ns IS NULL OR end_ns IS NULL
-                                                                      OR pid IS NULL OR tid IS NULL))
-             + (SELECT count(*) FROM ranges WHERE rank = $rank AND end_ns IS NOT NULL AND device_id IS NULL
-                                              AND (start_ns IS NULL OR pid IS NULL OR tid IS NULL))
-    """, {"rank": rank}).fetchall()[0]
-    return int(row[0]) if row[1] == 0 else 2**62
+def _host_count(con: duckdb.DuckDBPyConnection, rank: int) -> int:
+    """At least as many rows as the rank's host read has (a whole read is held only for a small rank)."""
+    return int(con.execute("""
+        SELECT (SELECT count(*) FROM api_calls WHERE rank = $rank) + (SELECT count(*) FROM ranges WHERE rank = $rank)
+    """, {"rank": rank}).fetchall()[0][0])
+
+
+def _whole_host(con: duckdb.DuckDBPyConnection, rank: int, step_regex: str) -> tuple[np.ndarray, ...] | None:
+    """The rank's host rows, or None when a column holds NULLs (read as floats or objects: compared so they
+    could differ from the query's filter), so every read stays in SQL."""
+    rows = _host_rows(con, rank, step_regex, None, None)
+    return rows if all(np.issubdtype(c.dtype, np.integer) for c in rows[:4]) else None
 
 
 def gap_causes(gaps: iv.Intervals, ops: DeviceOps, host: HostActivity) -> tuple[np.ndarray, np.ndarray]:

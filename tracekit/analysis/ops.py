@@ -211,7 +211,8 @@ def reuse_reads(max_rows: int) -> Iterator[None]:
 def reused(con: duckdb.DuckDBPyConnection, key: tuple[Any, ...], count: Callable[[], int],
            read: Callable[[], Any]) -> Any:
     """Inside ``reuse_reads``: the whole read ``read()`` under ``key`` for ``con`` (made once, and only when
-    ``count()`` rows are at most the bound), else None: the caller queries the range itself."""
+    ``count()`` rows are at most the bound; ``read`` may answer None, unfit to select from), else None: the
+    caller queries the range itself."""
     state = getattr(_reuse, "state", None)
     if state is None:
         return None
