@@ -96,12 +96,13 @@ def test_an_unchanged_input_is_not_hashed_again(tmp_path: Path, monkeypatch: pyt
     trace.write_bytes(b"a" * 1000)
     hashed = _hashed(monkeypatch)
     young = store_cache.file_identity(trace, memo)
+    store_cache.remember_identity(trace, memo)
     assert not (memo / store_cache.HASH_MEMO).exists()  # written under RACY_NS ago: not remembered
     monkeypatch.setattr(store_cache, "RACY_NS", -1)
+    store_cache.remember_identity(trace, memo)
+    assert len(hashed) == 1 and len(list((memo / store_cache.HASH_MEMO).iterdir())) == 1
     store_cache._content_identity.cache_clear()
-    assert store_cache.file_identity(trace, memo) == young and len(hashed) == 2
-    store_cache._content_identity.cache_clear()
-    assert store_cache.file_identity(trace, memo) == young and len(hashed) == 2  # read back, not hashed
+    assert store_cache.file_identity(trace, memo) == young and len(hashed) == 1  # read back, not hashed
     stat = trace.stat()
     time.sleep(0.05)  # past one coarse timestamp tick
     with trace.open("r+b") as f:  # edited in place, same size, the mtime put back: the ctime moved
@@ -109,10 +110,19 @@ def test_an_unchanged_input_is_not_hashed_again(tmp_path: Path, monkeypatch: pyt
     os.utime(trace, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     store_cache._content_identity.cache_clear()
     edited = store_cache.file_identity(trace, memo)
-    assert edited != young and edited[1] == hashlib.sha256(trace.read_bytes()).hexdigest() and len(hashed) == 3
+    assert edited != young and edited[1] == hashlib.sha256(trace.read_bytes()).hexdigest() and len(hashed) == 2
+    store_cache.remember_identity(trace, memo)
     for entry in (memo / store_cache.HASH_MEMO).glob("*.json"):  # another SHA-256 written in: not trusted
         memo_doc = json.loads(entry.read_text())
         memo_doc["sha256"] = "0" * 64
         entry.write_text(json.dumps(memo_doc))
     store_cache._content_identity.cache_clear()
-    assert store_cache.file_identity(trace, memo) == edited and len(hashed) == 4
+    assert store_cache.file_identity(trace, memo) == edited and len(hashed) == 3
+
+
+def test_a_failed_ingest_remembers_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bad, cache = tmp_path / "bad.json", tmp_path / "cache"
+    bad.write_text('{"traceEvents": [')
+    monkeypatch.setattr(store_cache, "RACY_NS", -1)  # old enough to be remembered, were it kept
+    run = CliRunner().invoke(main, ["ingest", str(bad), "--cache-dir", str(cache), "-q"])
+    assert run.exit_code == 2 and not (cache / store_cache.HASH_MEMO).exists()

@@ -47,9 +47,9 @@ def file_identity(path: Path, memo_dir: Path | None = None) -> tuple[str, str]:
     bench/bench_cache_key.py); the content hash is what the store's manifest binds it to. Hashed once per
     process while the file's size, times and inode stay the same (the report cache and the store both ask).
 
-    With ``memo_dir`` (the cache folder), the SHA-256 is also remembered there under the file's identity
-    (resolved path, device, inode, size, mtime and ctime in ns) and read back, not hashed again, while that
-    identity is unchanged. Safe as a content check: every write to a file moves its mtime and ctime, and no
+    With ``memo_dir`` (the cache folder), a SHA-256 remembered there under the file's identity (resolved
+    path, device, inode, size, mtime and ctime in ns; ``remember_identity``) is read back, not hashed again,
+    while that identity is unchanged. Safe as a content check: every write to a file moves its mtime and ctime, and no
     tool can set the ctime back (``touch -d`` and ``os.utime`` move it to now), so a changed file has another
     identity and is hashed afresh; a file whose times are under ``RACY_NS`` old is never remembered (a
     second write within one coarse timestamp tick would keep them); an entry is checked by its own digest, so
@@ -68,15 +68,26 @@ def file_key(path: Path, memo_dir: Path | None = None) -> str:
 def _content_identity(path: str, size: int, mtime_ns: int, ctime_ns: int, inode: int, device: int,
                       memo_dir: str | None) -> tuple[str, str]:
     identity = [path, device, inode, size, mtime_ns, ctime_ns]
-    entry = None if memo_dir is None else Path(memo_dir) / HASH_MEMO / f"{_digest(identity)[:32]}.json"
-    content = _read_memo(entry, identity) if entry is not None else None
+    content = _read_memo(_memo_entry(memo_dir, identity), identity) if memo_dir is not None else None
     if content is None:
         with open(path, "rb") as f:
             content = hashlib.file_digest(f, "sha256").hexdigest()
-        if entry is not None and time.time_ns() - max(mtime_ns, ctime_ns) > RACY_NS:
-            _write_memo(entry, identity, content)
     key = f"{STORE_SCHEMA_VERSION}|{__version__}|{size}|{content}"
     return hashlib.sha256(key.encode()).hexdigest()[:32], content
+
+
+def remember_identity(path: Path, memo_dir: Path) -> None:
+    """Remember the input's SHA-256 in ``memo_dir`` (``file_identity``) once its store or report is in the
+    cache: a failed ingest leaves nothing behind; a file changed under ``RACY_NS`` ago is not remembered."""
+    st = path.stat()
+    identity = [str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    entry = _memo_entry(str(memo_dir), identity)
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > RACY_NS and _read_memo(entry, identity) is None:
+        _write_memo(entry, identity, file_identity(path, memo_dir)[1])
+
+
+def _memo_entry(memo_dir: str, identity: list[object]) -> Path:
+    return Path(memo_dir) / HASH_MEMO / f"{_digest(identity)[:32]}.json"
 
 
 def _digest(value: object) -> str:

@@ -37,6 +37,7 @@ from tracekit.store.cache import (
     default_cache_dir,
     file_identity,
     is_complete,
+    remember_identity,
     remove_db,
     store_lock,
     write_manifest,
@@ -116,7 +117,7 @@ def ingest_file(path: Path, cache_dir: Path) -> IngestResult:
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"--cache-dir {cache_dir}: cannot create ({exc.strerror})") from None
-    key, content = file_identity(path, cache_dir)  # remembered in the cache while the file is unchanged
+    key, content = file_identity(path, cache_dir)  # read from the cache's memo while the file is unchanged
     target = cache_dir / f"{key}.duckdb"
     clear_slot(target)  # a folder where the store, manifest or lock belongs is set aside
     if target.exists():
@@ -128,6 +129,7 @@ def ingest_file(path: Path, cache_dir: Path) -> IngestResult:
                 if not complete:
                     remove_db(target)  # damaged, another input's or from another schema version: rebuild
         if complete:
+            remember_identity(path, cache_dir)
             stages["identify"] = time.perf_counter() - t0
             return IngestResult(path, target, fmt, True, stages["identify"], stages)
     # DuckDB must create the database file itself: it does so inside a folder that only this process
@@ -146,6 +148,7 @@ def ingest_file(path: Path, cache_dir: Path) -> IngestResult:
     with build_dir(cache_dir, target.stem) as tmp_dir:  # locked while building; killed builds' are swept
         _build_guarded(path, fmt, cache_dir, lambda: build_and_publish(tmp_dir))
     stages["finish"] += time.perf_counter() - stages.pop("publish")  # store_info, checkpoint, rename, manifest
+    remember_identity(path, cache_dir)  # its SHA-256, for the next run: only once its store is published
     return IngestResult(path, target, fmt, False, time.perf_counter() - t0, stages)
 
 
