@@ -1,4 +1,5 @@
-"""List every distinct kernel name in a folder of traces, read straight from the files (standard library only).
+"""List every distinct kernel name in a folder of traces, read straight from the files (no tracekit code: the
+standard library, and msgspec for the JSON, which the standard library parses about 5x slower).
 
 nsys SQLite exports: ``CUPTI_ACTIVITY_KIND_KERNEL.demangledName`` resolved through ``StringIds``.
 Kineto JSON (``.json`` / ``.json.gz``, any depth): ``X`` events whose ``cat`` is ``kernel`` (``Kernel`` in the
@@ -15,11 +16,12 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
-import json
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+
+import msgspec
 
 DEFAULT_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 
@@ -38,15 +40,31 @@ def nsys_kernels(path: Path) -> Iterator[tuple[str, int]]:
         con.close()
 
 
+class _Event(msgspec.Struct):
+    """The fields of a trace event this listing reads; msgspec skips every other field without building it."""
+
+    ph: object = None
+    cat: object = ""
+    name: object = ""
+    dur: object = None
+
+
+class _Trace(msgspec.Struct):
+    traceEvents: list[_Event] = []  # noqa: N815 - Kineto's key
+
+
 def kineto_kernels(path: Path) -> Iterator[tuple[str, int]]:
     """(name, duration ns, rounded) per complete kernel event of a Kineto trace."""
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        doc = json.load(f)
-    events = doc.get("traceEvents", []) if isinstance(doc, dict) else []
+    with opener(path, "rb") as f:
+        raw = f.read()
+    try:
+        events = msgspec.json.decode(raw, type=_Trace).traceEvents
+    except msgspec.ValidationError:  # a top-level list or another shape: no Kineto events
+        return
     for ev in events:
-        if ev.get("ph") == "X" and str(ev.get("cat", "")).lower() == "kernel" and "dur" in ev:
-            yield ev["name"], round(float(ev["dur"]) * 1000)
+        if ev.ph == "X" and str(ev.cat).lower() == "kernel" and ev.dur is not None:
+            yield ev.name, round(float(ev.dur) * 1000)
 
 
 def trace_files(root: Path) -> list[Path]:

@@ -101,9 +101,15 @@ def ceiling(gpu: GpuSpec | str, resource: str, dtype: str = "", shape: str = "")
     Compute: the row of that dtype and shape class, else that dtype for any shape; attention falls back to
     the gemm ceiling of its dtype. Where nothing is measured, the physical peak, with measured False.
     """
-    spec = get_gpu(gpu) if isinstance(gpu, str) else gpu
     if resource not in RESOURCES:
         raise ConfigError(f"unknown ceiling resource '{resource}'; use one of: {', '.join(RESOURCES)}")
+    return _ceiling(get_gpu(gpu) if isinstance(gpu, str) else gpu, resource, dtype, shape)
+
+
+@cache
+def _ceiling(spec: GpuSpec, resource: str, dtype: str, shape: str) -> Ceiling:
+    """ceiling() for one (GPU, resource, dtype, shape): a floor looks up the same few dozen times per step, and
+    a walls scan computes thousands of floors (the table and the spec are immutable, so the answer is too)."""
     dtype = _effective_dtype(spec, dtype) if resource in _COMPUTE else ""
     rows = [c for c in ceilings(spec) if c.resource == resource and c.dtype == dtype]
     for want in (shape, ""):
@@ -111,7 +117,7 @@ def ceiling(gpu: GpuSpec | str, resource: str, dtype: str = "", shape: str = "")
         if match:
             return max(match, key=lambda c: c.rate_per_s)
     if resource == "attention":
-        return ceiling(spec, "gemm", dtype, shape)
+        return _ceiling(spec, "gemm", dtype, shape)
     peak = physical_peak(spec, resource, dtype)
     return Ceiling(spec.key, resource, dtype, shape, peak, peak, "no measured ceiling: the physical peak", False)
 

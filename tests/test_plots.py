@@ -52,8 +52,9 @@ def test_trace_text_cannot_break_the_plots(tmp_path: Path) -> None:
               for r in spec.ranges]
     trace = tmp_path / "t.json.gz"
     write_kineto(dataclasses.replace(spec, ranges=ranges), trace)
-    result = CliRunner().invoke(main, ["analyze", str(trace), "--no-cache", "--config", CONFIG, "--step", "^step ",
-                                       "--plots", str(tmp_path / "p")])
+    # a wide terminal: the note names a long temporary path, which an 80-column one would fold
+    args = ["analyze", str(trace), "--no-cache", "--config", CONFIG, "--step", "^step ", "--plots", str(tmp_path / "p")]
+    result = CliRunner(env={"COLUMNS": "1000"}).invoke(main, args)
     assert result.exit_code == 0, result.output
     assert (tmp_path / "p" / "timeline-median.svg").read_text().count("<svg") == 1
     assert f"plot: {tmp_path / 'p' / 'timeline-median.png'}" in result.stdout
