@@ -9,16 +9,23 @@ operation is compute time, shared evenly among the non-communication classes run
 operations included). The exposed time itself is one interval difference, communication minus compute
 kernels, kept as intervals for pictures and exports. So gaps + exposed communication + compute by class
 equals the step, and no nanosecond is blamed twice.
+
+A class's share of a segment is ``length x its ops / all ops sharing it``: summed exactly, as integer
+numerators per denominator, and apportioned to whole nanoseconds only at the end. So a step may be
+accounted in time pieces (``account_piece``, each a bounded read of a long step or a whole capture) and
+the pieces merged (``merge``) into the very account of one read: lengths add, intervals that touch at a
+piece's edge join, and the numerators add.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 
 import numpy as np
 
 from tracekit import intervals as iv
-from tracekit.analysis.ops import DeviceOps
+from tracekit.analysis.ops import DeviceOps, distinct
 from tracekit.analysis.steps import StepWindow
 from tracekit.budgets.classify import MEMOP_CLASSES
 
@@ -51,6 +58,39 @@ class StepAccount:
         return replace(self, gaps=None, exposed=None, ops_in_window=None)
 
 
+@dataclass
+class Piece:
+    """The account of one time piece [a, b) of a step, to be merged with the step's other pieces. Classes are
+    codes into the ops' ``class_names``; ``owned`` are the ops the piece counts once for the step (those
+    starting in it; the first piece also those starting before the step), ``ops_in_window`` every op
+    overlapping the piece (indices into the ops it was accounted on)."""
+
+    a: int
+    b: int
+    gaps: iv.Intervals
+    exposed: iv.Intervals
+    comm_ns: int
+    exposed_under_memops_ns: int
+    measured: dict[int, int]  # class code -> clipped-to-step ns of its owned ops (every class present)
+    exposed_num: dict[int, dict[int, int]]  # communication class -> {denominator: numerator} of its share
+    attributed_num: dict[int, dict[int, int]]  # other classes, likewise
+    attributed_ns: int  # compute time of the piece (what attributed_num's shares sum to)
+    owned: np.ndarray
+    ops_in_window: np.ndarray
+    gap_ns: int = 0
+    exposed_ns: int = 0
+
+    def __post_init__(self) -> None:
+        self.gap_ns, self.exposed_ns = iv.length(self.gaps), iv.length(self.exposed)
+
+    def slim(self) -> Piece:
+        """This piece's sums alone (what ``merge`` needs without detail), its intervals and ops dropped."""
+        none = np.zeros(0, dtype=np.int64)
+        out = replace(self, gaps=iv.EMPTY, exposed=iv.EMPTY, owned=none, ops_in_window=none)
+        out.gap_ns, out.exposed_ns = self.gap_ns, self.exposed_ns
+        return out
+
+
 def _active(seg_lo: np.ndarray, seg_hi: np.ndarray, n_seg: int, group: np.ndarray, n_groups: int) -> np.ndarray:
     """Active-operation counts per (group, segment): row g counts the ops of group g covering each segment."""
     width = n_seg + 1
@@ -59,33 +99,59 @@ def _active(seg_lo: np.ndarray, seg_hi: np.ndarray, n_seg: int, group: np.ndarra
     return np.cumsum(delta.reshape(n_groups, width), axis=1)[:, :n_seg]
 
 
-def account_step(ops: DeviceOps, window: StepWindow, communication: frozenset[str]) -> StepAccount:
-    """Split one step window into gaps, exposed communication and compute by class."""
+def _numerators(active: np.ndarray, seg_len: np.ndarray, denominator: np.ndarray) -> list[dict[int, int]]:
+    """Per row of ``active`` (an op group over the selected segments): {denominator: sum of length x
+    active} over the segments, in integers (the row's share is the sum of numerator / denominator)."""
+    if active.shape[1] == 0:
+        return [{} for _ in range(active.shape[0])]
+    order = np.argsort(denominator, kind="stable")
+    d = denominator[order]
+    cut = np.flatnonzero(np.concatenate(([True], d[1:] != d[:-1])))
+    sums = np.add.reduceat(active[:, order] * seg_len[order], cut, axis=1)
+    return [{int(dv): int(n) for dv, n in zip(d[cut].tolist(), row.tolist(), strict=True) if n}
+            for row in sums]
+
+
+def _class_codes(codes: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The class codes present among ``codes`` (sorted), and each op's dense index among them."""
+    seen = np.bincount(codes, minlength=n_classes) > 0
+    present = np.flatnonzero(seen)
+    dense = np.cumsum(seen) - 1
+    return present, dense[codes]
+
+
+def account_piece(ops: DeviceOps, window: StepWindow, communication: frozenset[str], a: int, b: int) -> Piece:
+    """Account the piece [a, b) of step ``window`` on ``ops`` (sorted, holding every op overlapping it)."""
     lo, hi = window.start_ns, window.end_ns
-    # Ops are sorted by start; none that starts before lo - max_dur can reach into the window.
-    begin = int(np.searchsorted(ops.start_ns, lo - ops.max_dur_ns, side="left"))
-    stop = int(np.searchsorted(ops.start_ns, hi, side="left"))
-    inside = begin + np.flatnonzero(ops.end_ns[begin:stop] > lo)
-    s = np.clip(ops.start_ns[inside], lo, hi)
-    e = np.clip(ops.end_ns[inside], lo, hi)
-    # Classes present in the step, as dense local codes 0..k-1 (integer work, no string compares).
-    present, local = np.unique(ops.cls_code[inside], return_inverse=True)
-    names = [str(ops.class_names[c]) for c in present]
+    # Ops are sorted by start; none that starts before a - max_dur can reach into the piece.
+    begin = int(np.searchsorted(ops.start_ns, a - ops.max_dur_ns, side="left"))
+    stop = int(np.searchsorted(ops.start_ns, b, side="left"))
+    inside = begin + np.flatnonzero(ops.end_ns[begin:stop] > a)
+    # The ops it counts once for the step: the first piece (a = the step's start) those overlapping it, every
+    # later one those starting in it.
+    owned = inside if a <= lo else np.arange(int(np.searchsorted(ops.start_ns, a, side="left")), stop)
+    s = np.clip(ops.start_ns[inside], a, b)
+    e = np.clip(ops.end_ns[inside], a, b)
+    n_classes = len(ops.class_names)
+    present, local = _class_codes(ops.cls_code[inside], n_classes)
+    names = [str(ops.class_names[c]) for c in present.tolist()]
     comm_class = np.array([n in communication for n in names], dtype=bool)
     memop_class = np.array([n in MEMOP_CLASSES and n not in communication for n in names], dtype=bool)
     is_comm = comm_class[local]
     busy = iv.union(s, e)
-    gaps = iv.complement(busy, lo, hi)
+    gaps = iv.complement(busy, a, b)
     if window.excluded:  # waits on work outside the trace: not the step's time (tracekit.analysis.waits)
-        gaps = iv.difference(gaps, iv.union(np.array([a for a, _ in window.excluded], dtype=np.int64),
-                                            np.array([b for _, b in window.excluded], dtype=np.int64)))
+        gaps = iv.difference(gaps, iv.union(np.array([x for x, _ in window.excluded], dtype=np.int64),
+                                            np.array([y for _, y in window.excluded], dtype=np.int64)))
     comm_union = iv.union(s[is_comm], e[is_comm])
     is_kernel = ~is_comm & ~memop_class[local]
     exposed = iv.difference(comm_union, iv.union(s[is_kernel], e[is_kernel]))
-    measured_ns = np.bincount(local, weights=e - s, minlength=len(names)) if len(names) else np.zeros(0)
-    measured = {n: int(measured_ns[k]) for k, n in enumerate(names)}
+    owned_cls = ops.cls_code[owned]
+    owned_ns = np.clip(ops.end_ns[owned], lo, hi) - np.clip(ops.start_ns[owned], lo, hi)
+    measured_ns = np.bincount(owned_cls, weights=owned_ns, minlength=n_classes)
+    measured = {c: int(measured_ns[c]) for c in np.flatnonzero(np.bincount(owned_cls, minlength=n_classes)).tolist()}
 
-    bounds = np.unique(np.concatenate(([lo, hi], s, e)))
+    bounds = distinct(np.concatenate(([a, b], s, e)))
     n_seg = bounds.size - 1
     seg_len = np.diff(bounds)
     seg_lo = np.searchsorted(bounds, s)
@@ -94,33 +160,84 @@ def account_step(ops: DeviceOps, window: StepWindow, communication: frozenset[st
     other_total = active[~comm_class].sum(axis=0)  # compute kernels and memory operations
     kernel_total = active[~comm_class & ~memop_class].sum(axis=0)
     comm_total = active[comm_class].sum(axis=0)
-
     exposed_seg = (kernel_total == 0) & (comm_total > 0)
     owned_seg = ~exposed_seg & (other_total > 0)  # compute: shared among the non-communication classes
-    exposed_ns = iv.length(exposed)  # = seg_len[exposed_seg].sum(): the same set, as intervals
-    shares = (seg_len * active / np.maximum(np.where(comm_class[:, None], comm_total, other_total), 1)
-              ) if len(names) else np.zeros((0, n_seg))
-    exposed_by = _apportion([n for k, n in enumerate(names) if comm_class[k]],
-                            shares[comm_class][:, exposed_seg].sum(axis=1), exposed_ns)
-    attributed = _apportion([n for k, n in enumerate(names) if not comm_class[k]],
-                            shares[~comm_class][:, owned_seg].sum(axis=1), int(seg_len[owned_seg].sum()))
-    return StepAccount(
-        rank=ops.rank, device_id=ops.device_id, window=window, gaps=gaps, exposed=exposed, gap_ns=iv.length(gaps),
-        comm_ns=iv.length(comm_union),
-        exposed_ns=exposed_ns, exposed_by_class=exposed_by, attributed_by_class=attributed,
-        measured_by_class=measured, ops_in_window=inside,
+    comm_codes, other_codes = present[comm_class].tolist(), present[~comm_class].tolist()
+    exposed_num = _numerators(active[comm_class][:, exposed_seg], seg_len[exposed_seg], comm_total[exposed_seg])
+    attributed_num = _numerators(active[~comm_class][:, owned_seg], seg_len[owned_seg], other_total[owned_seg])
+    return Piece(
+        a=a, b=b, gaps=gaps, exposed=exposed, comm_ns=iv.length(comm_union),
         exposed_under_memops_ns=int(seg_len[exposed_seg & (other_total > kernel_total)].sum()),
+        measured=measured, exposed_num=dict(zip(comm_codes, exposed_num, strict=True)),
+        attributed_num=dict(zip(other_codes, attributed_num, strict=True)),
+        attributed_ns=int(seg_len[owned_seg].sum()), owned=owned, ops_in_window=inside,
     )
 
 
-def _apportion(names: list[str], shares: np.ndarray, total: int) -> dict[str, int]:
-    """Integer parts of ``total`` in proportion to ``shares`` (which sum to it up to float error), summing
-    to it exactly: floors, then the remainder one by one to the largest fractions (ties by name order)."""
+def _joined(parts: list[iv.Intervals]) -> iv.Intervals:
+    """Interval sets of consecutive pieces as one (sets touching at a piece's edge join)."""
+    if len(parts) == 1:
+        return parts[0]
+    return iv.union(np.concatenate([p.starts for p in parts]), np.concatenate([p.ends for p in parts]))
+
+
+def _added(parts: list[dict[int, dict[int, int]]]) -> dict[int, dict[int, int]]:
+    out: dict[int, dict[int, int]] = {}
+    for part in parts:
+        for c, by_d in part.items():
+            mine = out.setdefault(c, {})
+            for d, n in by_d.items():
+                mine[d] = mine.get(d, 0) + n
+    return out
+
+
+def merge(ops: DeviceOps, window: StepWindow, pieces: list[Piece], communication: frozenset[str],
+          detail: bool = True) -> StepAccount:
+    """The step's account from its pieces (consecutive, covering the window). With ``detail`` it keeps its
+    gaps and exposed intervals, and for a one-piece step its ops (indices into ``ops``)."""
+    measured: dict[int, int] = {}
+    for p in pieces:
+        for c, ns in p.measured.items():
+            measured[c] = measured.get(c, 0) + ns
+    exposed_num = _added([p.exposed_num for p in pieces])
+    attributed_num = _added([p.attributed_num for p in pieces])
+    exposed_ns = sum(p.exposed_ns for p in pieces)
+    present = sorted(measured)  # the classes of the step's ops, each op owned by one piece
+    label = {c: str(ops.class_names[c]) for c in present}
+    comm = [c for c in present if label[c] in communication]
+    other = [c for c in present if label[c] not in communication]
+    return StepAccount(
+        rank=ops.rank, device_id=ops.device_id, window=window,
+        gaps=_joined([p.gaps for p in pieces]) if detail else None,
+        exposed=_joined([p.exposed for p in pieces]) if detail else None,
+        gap_ns=sum(p.gap_ns for p in pieces), comm_ns=sum(p.comm_ns for p in pieces),
+        exposed_ns=exposed_ns,
+        exposed_by_class=_apportion([label[c] for c in comm], [exposed_num.get(c, {}) for c in comm], exposed_ns),
+        attributed_by_class=_apportion([label[c] for c in other], [attributed_num.get(c, {}) for c in other],
+                                       sum(p.attributed_ns for p in pieces)),
+        measured_by_class={label[c]: measured[c] for c in present},
+        ops_in_window=pieces[0].ops_in_window if detail and len(pieces) == 1 else None,
+        exposed_under_memops_ns=sum(p.exposed_under_memops_ns for p in pieces),
+    )
+
+
+def account_step(ops: DeviceOps, window: StepWindow, communication: frozenset[str]) -> StepAccount:
+    """Split one step window into gaps, exposed communication and compute by class (in one piece)."""
+    piece = account_piece(ops, window, communication, window.start_ns, window.end_ns)
+    return merge(ops, window, [piece], communication)
+
+
+def _apportion(names: list[str], numerators: list[dict[int, int]], total: int) -> dict[str, int]:
+    """Integer parts of ``total`` in proportion to the shares (each the sum of numerator / denominator, and
+    together exactly ``total``): floors, then the remainder one by one to the largest fractions (ties by name
+    order). Exact: the shares are rationals, never rounded."""
     if not names:
         return {}
-    floors = np.floor(shares).astype(np.int64)
-    left = total - int(floors.sum())
+    shares = [sum((Fraction(n, d) for d, n in by_d.items()), Fraction(0)) for by_d in numerators]
+    floors = [s.numerator // s.denominator for s in shares]
+    left = total - sum(floors)
     if left > 0:
-        order = np.argsort(-(shares - floors), kind="stable")
-        floors[order[:left]] += 1
-    return {n: int(v) for n, v in zip(names, floors, strict=True)}
+        order = sorted(range(len(names)), key=lambda k: -(shares[k] - floors[k]))  # stable: ties by name order
+        for k in order[:left]:
+            floors[k] += 1
+    return dict(zip(names, floors, strict=True))

@@ -16,14 +16,16 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import duckdb
 import numpy as np
 
 from tracekit import intervals as iv
-from tracekit.analysis.accounting import StepAccount
+from tracekit.analysis.accounting import Piece
 from tracekit.analysis.gaps import CAUSES
-from tracekit.analysis.ops import DeviceOps
+from tracekit.analysis.ops import DeviceOps, distinct
+from tracekit.analysis.steps import StepWindow
 
 _DTYPE_BYTES = {"double": 8, "float64": 8, "long": 8, "int64": 8, "float": 4, "float32": 4, "int": 4, "int32": 4,
                 "half": 2, "float16": 2, "bfloat16": 2, "short": 2, "int16": 2, "byte": 1, "char": 1, "uint8": 1,
@@ -32,6 +34,7 @@ _NCCL_CALL = ("^nccl(AllReduce|AllGather|ReduceScatter|Reduce|Broadcast|Bcast|Se
               "|Scatter)")
 
 
+@lru_cache(maxsize=4096)  # a trace repeats a few names over its collectives
 def op_name(text: str | None) -> str | None:
     """A collective's name in one vocabulary: PyTorch's ('all_gather', '_allgather_base'), NCCL's
     ('ncclAllReduce', 'ncclSend') and the kernel classes ('allreduce', 'sendrecv') alike."""
@@ -100,7 +103,8 @@ def _metadata_sql(comm: list[str]) -> str:
             SELECT k.start_ns, k.end_ns, coalesce(k.stream_id, -1) AS stream_id, coalesce(k.pid, -1) AS pid,
                    k.correlation_id, n.class
             FROM kernels k JOIN op_names n ON n.name = k.name AND NOT n.is_memop AND NOT n.via_op
-            WHERE k.rank = $rank AND k.device_id = $device AND n.class IN ({classes})),
+            WHERE k.rank = $rank AND k.device_id = $device AND n.class IN ({classes})
+              AND k.start_ns >= $lo AND k.start_ns < $hi),
         l AS (SELECT pid, correlation_id, arg_min({{'tid': tid, 'start_ns': start_ns}}, start_ns) AS c
               FROM launches WHERE rank = $rank
                 AND correlation_id IN (SELECT correlation_id FROM ck) GROUP BY pid, correlation_id),
@@ -141,10 +145,12 @@ class _Meta:
     size_bytes: int
 
 
-def load_metadata(con: duckdb.DuckDBPyConnection, rank: int, device_id: int,
-                  communication: frozenset[str]) -> dict[tuple[int, int, int], _Meta]:
-    """What the trace says of each communication kernel of a device, keyed by (start_ns, end_ns, stream)."""
-    rows = con.execute(_metadata_sql(sorted(communication)), {"rank": rank, "device": device_id}).fetchall()
+def load_metadata(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, communication: frozenset[str],
+                  lo: int = -(2**62), hi: int = 2**62) -> dict[tuple[int, int, int], _Meta]:
+    """What the trace says of each communication kernel of a device starting in [lo, hi) (a batch of steps),
+    keyed by (start_ns, end_ns, stream)."""
+    rows = con.execute(_metadata_sql(sorted(communication)),
+                       {"rank": rank, "device": device_id, "lo": lo, "hi": hi}).fetchall()
     out: dict[tuple[int, int, int], _Meta] = {}
     for start, end, stream, cls, collective, call, group, ranks, seq, n_in, n_out, dtype in rows:
         name = op_name(collective) or op_name(call) or op_name(cls)
@@ -168,57 +174,125 @@ def _in_windows(lo: np.ndarray, hi: np.ndarray, gaps: iv.Intervals, per_gap: np.
 
 
 @dataclass
+class _Anchor:
+    """The latest end of a collective so far in the step, with the host gaps by cause that start before it and
+    the busy time per class before it, since the step's start; ``gap_ns`` is None until the piece holding that
+    instant is read."""
+
+    at_ns: int
+    gap_ns: np.ndarray | None
+    class_ns: dict[int, int]
+
+
+@dataclass
 class CollectiveCollector:
-    """Builds one device's ``CollectiveLog`` step by step, as the device's analysis accounts its steps."""
+    """Builds one device's ``CollectiveLog`` step by step, as the device's analysis accounts its steps: each
+    step in time pieces (``begin_step``, ``add_piece`` per piece, ``end_step``), a long step in several. A
+    collective's window reaches back across pieces; what lies in earlier pieces is carried as running sums
+    (no host gap straddles a piece's edge), so a step read in pieces logs what one read would."""
 
     rank: int
     device_id: int
     communication: frozenset[str]
-    meta: dict[tuple[int, int, int], _Meta]
+    meta: dict[tuple[int, int, int], _Meta] = field(default_factory=dict)  # of the batch being read
     steps_comparable: bool = False
     _rows: dict[str, list] = field(default_factory=lambda: defaultdict(list))
     _class_rows: list[dict[str, int]] = field(default_factory=list)
     _steps: dict[str, list] = field(default_factory=lambda: defaultdict(list))
+    _step: dict[str, object] = field(default_factory=dict)  # the step being read
 
-    def add_step(self, ops: DeviceOps, acc: StepAccount, per_gap: np.ndarray) -> None:
-        """Record the collectives starting in one accounted step (``acc`` with its detail; ``per_gap``: its gaps'
-        ns by cause, as ``gaps.gap_causes`` gives them)."""
-        lo, hi = acc.window.start_ns, acc.window.end_ns
-        idx = acc.ops_in_window
+    def begin_step(self, window: StepWindow) -> None:
+        self._step = {"window": window, "gap_ns": np.zeros(len(CAUSES), dtype=np.int64), "class_ns": {},
+                      "anchor": _Anchor(window.start_ns, np.zeros(len(CAUSES), dtype=np.int64), {}),
+                      "exposed": []}
+
+    def add_piece(self, ops: DeviceOps, piece: Piece, per_gap: np.ndarray) -> None:
+        """Record the collectives starting in one accounted piece of the step (``per_gap``: its gaps' ns by
+        cause, as ``gaps.gap_causes`` gives them)."""
+        st = self._step
+        w: StepWindow = st["window"]  # type: ignore[assignment]
+        lo, a, b = w.start_ns, piece.a, piece.b
+        gap_sum: np.ndarray = st["gap_ns"]  # type: ignore[assignment]
+        class_sum: dict[int, int] = st["class_ns"]  # type: ignore[assignment]
+        anchor: _Anchor = st["anchor"]  # type: ignore[assignment]
         step = len(self._steps["start"])
+        st["exposed"].append(piece.exposed)  # type: ignore[union-attr]
         comm_class = np.array([c in self.communication for c in ops.class_names.tolist()], dtype=bool)
+        idx = piece.ops_in_window
         is_comm = comm_class[ops.cls_code[idx]]
-        s, e = np.clip(ops.start_ns[idx], lo, hi), np.clip(ops.end_ns[idx], lo, hi)
-        exposed = acc.exposed  # the account's own exposed intervals: one definition (accounting.account_step)
-        self._rows["exposed_start"].append(exposed.starts)
-        self._rows["exposed_end"].append(exposed.ends)
-        self._rows["exposed_step"].append(np.full(len(exposed), step, dtype=np.int32))
-        comm = idx[is_comm]
+        s, e = np.clip(ops.start_ns[idx], a, b), np.clip(ops.end_ns[idx], a, b)
+        comm = piece.owned[comm_class[ops.cls_code[piece.owned]]]
         comm = comm[ops.start_ns[comm] >= lo]  # a collective belongs to the step it starts in
         starts, ends = ops.start_ns[comm], ops.end_ns[comm]
         # The window before each collective: since the latest end of an earlier collective of the step, else
         # since the step's start.
-        prior_end = np.maximum.accumulate(np.concatenate(([lo], ends)))[:-1]
+        prior_end = np.maximum.accumulate(np.concatenate(([anchor.at_ns], ends)))[:-1]
         window = np.minimum(np.maximum(prior_end, lo), starts)
-        self._rows["window_gap"].append(_in_windows(window, starts, acc.gaps, per_gap))
+        earlier = window < a  # the window opens in an earlier piece: at the anchor
+        gaps = _in_windows(np.maximum(window, a), starts, piece.gaps, per_gap)
         codes = ops.cls_code[idx[~is_comm]]
         cs, ce = s[~is_comm], e[~is_comm]
-        busy = {str(ops.class_names[c]): iv.overlap_per_interval(window, starts,
-                                                                 iv.union(cs[codes == c], ce[codes == c]))
-                for c in np.unique(codes).tolist()} if starts.size else {}
-        for k, j in enumerate(comm.tolist()):
-            key = (int(ops.start_ns[j]), int(ops.end_ns[j]), int(ops.stream_id[j]))
-            m = self.meta.get(key) or _Meta(None, "class", None, None, -1, -1)
-            for col, value in (("stream", key[2]), ("start", key[0]), ("end", key[1]), ("step", step),
-                               ("name", m.name or str(ops.cls[j])), ("source", m.source), ("group", m.group),
-                               ("ranks", m.group_ranks),
-                               ("seq", m.seq), ("size", m.size_bytes), ("window", int(window[k]))):
-                self._rows[col].append(value)
-            self._class_rows.append({c: int(v[k]) for c, v in busy.items() if v[k]})
-        tail_from = int(ends.max()) if ends.size else lo
-        self._steps["start"].append(lo)
-        self._steps["label"].append(acc.window.label)
-        self._steps["tail"].append(_in_windows(np.array([tail_from]), np.array([hi]), acc.gaps, per_gap)[0])
+        unions = {c: iv.union(cs[codes == c], ce[codes == c]) for c in distinct(codes).tolist()}
+        if earlier.any():
+            gaps[earlier] += gap_sum - anchor.gap_ns
+        busy: dict[str, np.ndarray] = {}
+        if starts.size:
+            for c in sorted(set(unions) | set(class_sum)):
+                v = (iv.overlap_per_interval(np.maximum(window, a), starts, unions[c]) if c in unions
+                     else np.zeros(starts.size, dtype=np.int64))
+                v[earlier] += class_sum.get(c, 0) - anchor.class_ns.get(c, 0)
+                busy[str(ops.class_names[c])] = v
+        self._rows["window_gap"].append(gaps)
+        keys = list(zip(starts.tolist(), ends.tolist(), ops.stream_id[comm].tolist(), strict=True))
+        none = _Meta(None, "class", None, None, -1, -1)
+        metas = [self.meta.get(k) or none for k in keys]
+        r = self._rows
+        r["stream"] += [k[2] for k in keys]
+        r["start"] += [k[0] for k in keys]
+        r["end"] += [k[1] for k in keys]
+        r["step"] += [step] * len(keys)
+        r["name"] += [m.name or str(ops.cls[j]) for m, j in zip(metas, comm.tolist(), strict=True)]
+        r["source"] += [m.source for m in metas]
+        r["group"] += [m.group for m in metas]
+        r["ranks"] += [m.group_ranks for m in metas]
+        r["seq"] += [m.seq for m in metas]
+        r["size"] += [m.size_bytes for m in metas]
+        r["window"] += window.tolist()
+        self._class_rows += [{c: int(v[k]) for c, v in busy.items() if v[k]} for k in range(starts.size)]
+        # Carry the running sums past this piece, and the anchor: the latest collective end, with its sums if
+        # it lies in this piece (later, it is read with its piece; earlier, it is kept).
+        latest = int(max(anchor.at_ns, int(ends.max()) if ends.size else lo))
+        if a <= latest < b and (latest != anchor.at_ns or anchor.gap_ns is None):
+            at = np.array([latest])
+            before = int(np.searchsorted(piece.gaps.starts, latest, side="left"))  # gaps starting before it
+            anchor = _Anchor(latest, gap_sum + per_gap[:before].sum(axis=0),
+                             {c: class_sum.get(c, 0) + int(iv.overlap_per_interval(np.array([a]), at, unions[c])[0])
+                              if c in unions else class_sum.get(c, 0) for c in set(unions) | set(class_sum)})
+        elif latest >= b:
+            anchor = _Anchor(latest, None, {})
+        st["anchor"] = anchor
+        st["gap_ns"] = gap_sum + per_gap.sum(axis=0)
+        for c, u in unions.items():
+            class_sum[c] = class_sum.get(c, 0) + iv.length(u)
+
+    def end_step(self) -> None:
+        st = self._step
+        w: StepWindow = st["window"]  # type: ignore[assignment]
+        anchor: _Anchor = st["anchor"]  # type: ignore[assignment]
+        exposed: list[iv.Intervals] = st["exposed"]  # type: ignore[assignment]
+        step = len(self._steps["start"])
+        joined = exposed[0] if len(exposed) == 1 else iv.union(np.concatenate([x.starts for x in exposed]),
+                                                               np.concatenate([x.ends for x in exposed]))
+        self._rows["exposed_start"].append(joined.starts)
+        self._rows["exposed_end"].append(joined.ends)
+        self._rows["exposed_step"].append(np.full(len(joined), step, dtype=np.int32))
+        # The host gaps at the step's tail: after its last collective's end (none when that is past the step).
+        tail = (st["gap_ns"] - anchor.gap_ns if anchor.at_ns < w.end_ns and anchor.gap_ns is not None  # type: ignore[operator]
+                else np.zeros(len(CAUSES), dtype=np.int64))
+        self._steps["start"].append(w.start_ns)
+        self._steps["label"].append(w.label)
+        self._steps["tail"].append(tail)
+        self._step = {}
 
     def finish(self) -> CollectiveLog:
         r = self._rows

@@ -19,12 +19,13 @@ import duckdb
 import numpy as np
 
 from tracekit import intervals as iv
-from tracekit.analysis.accounting import StepAccount, account_step
+from tracekit.analysis.accounting import Piece, StepAccount, account_piece, merge
 from tracekit.analysis.commlog import CollectiveCollector, CollectiveLog, load_metadata
 from tracekit.analysis.gaps import CAUSES, HostActivity, attribute_gaps, gap_causes, gap_context
 from tracekit.analysis.ops import DeviceOps, Vocabulary, launch_skips, load_ops, prepare, reuse_reads
 from tracekit.analysis.steps import (
     STEP_MARKER_REGEX,
+    Batch,
     DeviceExtent,
     StepSource,
     StepWindow,
@@ -96,9 +97,7 @@ class _KernelTime:
     def add(self, code: np.ndarray, dur_ns: np.ndarray) -> None:
         self.ns += np.bincount(code, weights=dur_ns, minlength=self.ns.size).astype(np.int64)
         self.launches += np.bincount(code, minlength=self.ns.size)
-        names, first = np.unique(code, return_index=True)
-        new = self.first_seen[names] == np.iinfo(np.int64).max
-        self.first_seen[names[new]] = self.seen + first[new]
+        np.minimum.at(self.first_seen, code, self.seen + np.arange(code.size, dtype=np.int64))
         self.seen += code.size
 
     def codes_in_order(self) -> list[int]:
@@ -112,15 +111,14 @@ class _GapGroups:
     def __init__(self) -> None:
         self.groups: dict[str, dict[str, Any]] = {}
 
-    def add(self, acc: StepAccount, ops: DeviceOps, next_op: np.ndarray) -> None:
-        gaps = acc.gaps
+    def add(self, gaps: iv.Intervals, window: StepWindow, ops: DeviceOps, next_op: np.ndarray) -> None:
         for g0, g1, j in zip(gaps.starts.tolist(), gaps.ends.tolist(), next_op.tolist(), strict=True):
             g = self.groups.setdefault(str(ops.name[j]) if j >= 0 else "",
                                        {"occurrences": 0, "total_ns": 0, "longest": (0, 0, 0, "", 0)})
             g["occurrences"] += 1
             g["total_ns"] += g1 - g0
             if g1 - g0 > g["longest"][0]:
-                g["longest"] = (g1 - g0, g0, g1, acc.window.label, acc.window.start_ns)
+                g["longest"] = (g1 - g0, g0, g1, window.label, window.start_ns)
 
     def top(self, con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int, marker: str,
             limit: int) -> list[dict[str, Any]]:
@@ -145,23 +143,56 @@ class _GapGroups:
         return out
 
 
-def _median_launches(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int,
-                     accounts: list[StepAccount]) -> dict[tuple[str, str], tuple[int, int, bool]]:
+class _MedianLaunches:
     """Per (class, kernel name) in the device's median step: its first launch there, as ncu's launch skip
     (earlier launches of that function name in the process), the earlier launches of that very name
-    (rocprofv3's count) and whether it ran in a graph."""
-    if not accounts:
-        return {}
-    w = sorted(accounts, key=lambda a: a.dur_ns)[len(accounts) // 2].window
-    ops = load_ops(con, vocab, rank, device_id, w.start_ns, w.end_ns)
-    inside = np.flatnonzero((ops.start_ns < w.end_ns) & (ops.end_ns > w.start_ns))
-    first: dict[tuple[str, str], int] = {}
-    for i in inside.tolist():
-        first.setdefault((str(ops.cls[i]), str(ops.name[i])), i)
-    picked = np.array(list(first.values()), dtype=np.int64)
-    by_fn, by_name = launch_skips(con, ops, picked)
-    return {key: (int(f), int(n), bool(ops.in_graph[i]))
-            for (key, i), f, n in zip(first.items(), by_fn.tolist(), by_name.tolist(), strict=True)}
+    (rocprofv3's count) and whether it ran in a graph. The median step is known from the windows (a step's
+    duration is its window's), so its first launches are picked while its batch is read."""
+
+    def __init__(self, windows: list[StepWindow]) -> None:
+        self.index = sorted(range(len(windows)), key=lambda i: windows[i].dur_ns)[len(windows) // 2] if windows else -1
+        self.keys: dict[tuple[str, str], int] = {}  # key -> position among the picked
+        self.picked: list[DeviceOps] = []
+
+    def add(self, step_index: int, ops: DeviceOps, owned: np.ndarray) -> None:
+        """The ops of the median step's piece (``owned``, in order) whose (class, name) is new."""
+        if step_index != self.index or owned.size == 0:
+            return
+        code = ops.name_code[owned]
+        first = np.full(len(ops.names), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, code, np.arange(code.size, dtype=np.int64))
+        take = []
+        for i in owned[np.sort(first[first != np.iinfo(np.int64).max])].tolist():  # by first appearance
+            key = (str(ops.cls[i]), str(ops.name[i]))
+            if key not in self.keys:
+                self.keys[key] = len(self.keys)
+                take.append(i)
+        if take:
+            self.picked.append(_take(ops, np.array(take, dtype=np.int64)))
+
+    def finish(self, con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], tuple[int, int, bool]]:
+        if not self.picked:
+            return {}
+        ops = self.picked[0] if len(self.picked) == 1 else _concat(self.picked)
+        by_fn, by_name = launch_skips(con, ops, np.arange(len(ops), dtype=np.int64))
+        return {(str(ops.cls[i]), str(ops.name[i])): (int(f), int(n), bool(ops.in_graph[i]))
+                for i, f, n in zip(range(len(ops)), by_fn.tolist(), by_name.tolist(), strict=True)}
+
+
+_COLUMNS = ("start_ns", "end_ns", "stream_id", "cls", "name", "pid", "launch_tid", "launch_start_ns", "launch_end_ns",
+            "in_graph", "cls_code", "name_code")
+
+
+def _take(ops: DeviceOps, idx: np.ndarray) -> DeviceOps:
+    """The ops at ``idx`` (in that order), as their own ``DeviceOps``."""
+    return DeviceOps(rank=ops.rank, device_id=ops.device_id, class_names=ops.class_names, names=ops.names,
+                     **{c: getattr(ops, c)[idx] for c in _COLUMNS})
+
+
+def _concat(parts: list[DeviceOps]) -> DeviceOps:
+    p = parts[0]
+    return DeviceOps(rank=p.rank, device_id=p.device_id, class_names=p.class_names, names=p.names,
+                     **{c: np.concatenate([getattr(x, c) for x in parts]) for c in _COLUMNS})
 
 
 def analyze_all(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, pairs: list[tuple[int, int]],
@@ -198,9 +229,23 @@ def analyze_all(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, pairs: list[t
             cur.close()
 
 
+@dataclass
+class _Reduction:
+    """What the analysis of one device keeps as it reads its batches: per-step summaries and the reductions."""
+
+    kernels: _KernelTime
+    gap_groups: _GapGroups
+    collectives: CollectiveCollector
+    median: _MedianLaunches
+    accounts: list[StepAccount] = field(default_factory=list)
+    causes: list[dict[str, int]] = field(default_factory=list)  # gap ns by cause, per step
+    heads: list[dict[str, int]] = field(default_factory=list)  # per step: GPU idle before its first op
+
+
 def analyze_device(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int,
                    opts: AnalyzeOptions, communication: frozenset[str]) -> DeviceAnalysis:
-    """Steps of one device, each accounted a batch of steps at a time, reduced to summaries."""
+    """Steps of one device, each accounted a batch of steps at a time (a long step in time pieces), reduced to
+    summaries."""
     extent = device_extent(con, rank, device_id)
     windows, source = find_steps(con, rank, device_id, extent, opts.step_regex, opts.batch_rows)
     if opts.skip_steps:
@@ -209,31 +254,24 @@ def analyze_device(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int,
                              f"{len(windows)} steps")
         windows = windows[opts.skip_steps:]
     marker = step_marker(opts)
-    accounts: list[StepAccount] = []
-    causes: list[dict[str, int]] = []
-    kernels = _KernelTime(len(vocab.names))
-    gap_groups = _GapGroups()
-    collectives = CollectiveCollector(rank, device_id, communication,
-                                      load_metadata(con, rank, device_id, communication),
-                                      steps_comparable=source.kind in ("regex", "profiler_step"))
-    heads: list[dict[str, int]] = []
-    for group in batches(con, rank, device_id, extent, windows, opts.batch_rows):
-        accounts_b, causes_b, heads_b = _analyze_batch(con, vocab, rank, device_id, group, marker, communication,
-                                                       kernels, gap_groups, collectives)
-        accounts += accounts_b
-        causes += causes_b
-        heads += heads_b
+    red = _Reduction(_KernelTime(len(vocab.names)), _GapGroups(),
+                     CollectiveCollector(rank, device_id, communication,
+                                         steps_comparable=source.kind in ("regex", "profiler_step")),
+                     _MedianLaunches(windows))
+    for batch in batches(con, rank, device_id, extent, windows, opts.batch_rows):
+        _analyze_batch(con, vocab, rank, device_id, batch, marker, communication, red)
+    kernels = red.kernels
     kernel_ns = {(str(vocab.class_names[vocab.cls_of_code[c]]), str(vocab.names[c])): int(kernels.ns[c])
                  for c in kernels.codes_in_order()}
     kernel_launches = {(str(vocab.class_names[vocab.cls_of_code[c]]), str(vocab.names[c])): int(kernels.launches[c])
                        for c in kernels.codes_in_order()}
     return DeviceAnalysis(
         rank=rank, device_id=device_id, extent=extent, classes=_device_classes(con, rank, device_id),
-        source=source, accounts=accounts, causes=causes, kernel_ns=kernel_ns, kernel_launches=kernel_launches,
-        median_launches=_median_launches(con, vocab, rank, device_id, accounts),
-        top_gaps=gap_groups.top(con, vocab, rank, device_id, marker, opts.top_gaps),
-        collectives=collectives.finish(), heads=heads,
-        head_context=_head_context(con, vocab, rank, device_id, accounts, heads, marker),
+        source=source, accounts=red.accounts, causes=red.causes, kernel_ns=kernel_ns,
+        kernel_launches=kernel_launches, median_launches=red.median.finish(con),
+        top_gaps=red.gap_groups.top(con, vocab, rank, device_id, marker, opts.top_gaps),
+        collectives=red.collectives.finish(), heads=red.heads,
+        head_context=_head_context(con, vocab, rank, device_id, red.accounts, red.heads, marker),
     )
 
 
@@ -254,27 +292,60 @@ def _head_context(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, 
     return out
 
 
-def _analyze_batch(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int,
-                   group: list[StepWindow], marker: str, communication: frozenset[str], kernels: _KernelTime,
-                   gap_groups: _GapGroups, collectives: CollectiveCollector,
-                   ) -> tuple[list[StepAccount], list[dict[str, int]], list[dict[str, int]]]:
-    """Account a batch of consecutive steps on their operations and host activity, read for the batch alone;
-    kernel time per name is added into ``kernels``, gaps into ``gap_groups``, collectives into ``collectives``."""
-    lo, hi = group[0].start_ns, group[-1].end_ns
+def _analyze_batch(con: duckdb.DuckDBPyConnection, vocab: Vocabulary, rank: int, device_id: int, batch: Batch,
+                   marker: str, communication: frozenset[str], red: _Reduction) -> None:
+    """Account a batch of consecutive steps on their operations, host activity and collective metadata, read
+    for the batch alone (a long step: for one time piece at a time), into ``red``."""
+    if batch.edges:  # one long step (a whole capture), read a piece at a time
+        step = _Step(batch.windows[0], len(red.accounts), communication, red)
+        for a, b in batch.pieces():
+            ops = load_ops(con, vocab, rank, device_id, a, b)
+            host = HostActivity.load(con, rank, marker, a, b)
+            red.collectives.meta = load_metadata(con, rank, device_id, communication, a, b)
+            step.add(ops, host, a, b)
+            del ops, host
+        step.finish()
+        return
+    lo, hi = batch.windows[0].start_ns, batch.windows[-1].end_ns
     ops = load_ops(con, vocab, rank, device_id, lo, hi)
     host = HostActivity.load(con, rank, marker, lo, hi)
-    accounts, causes, heads = [], [], []
-    for w in group:
-        acc = account_step(ops, w, communication)
-        per_gap, next_op = gap_causes(acc.gaps, ops, host)
-        by_cause = dict(zip(CAUSES, (int(v) for v in per_gap.sum(axis=0)), strict=True))
-        first = len(acc.gaps) > 0 and int(acc.gaps.starts[0]) == w.start_ns  # idle from the step's start
-        head = dict(zip(CAUSES, (int(v) for v in per_gap[0]), strict=True)) if first else dict.fromkeys(CAUSES, 0)
-        heads.append({**head, "total_ns": sum(head.values())})
-        collectives.add_step(ops, acc, per_gap)
-        idx = acc.ops_in_window
-        kernels.add(ops.name_code[idx], ops.end_ns[idx] - ops.start_ns[idx])
-        gap_groups.add(acc, ops, next_op)
-        accounts.append(acc.summary())
-        causes.append(by_cause)
-    return accounts, causes, heads
+    red.collectives.meta = load_metadata(con, rank, device_id, communication, lo, hi)
+    for w in batch.windows:
+        step = _Step(w, len(red.accounts), communication, red)
+        step.add(ops, host, w.start_ns, w.end_ns)
+        step.finish()
+
+
+class _Step:
+    """One step accounted piece by piece (one piece unless it is long), its reductions fed as it goes."""
+
+    def __init__(self, window: StepWindow, index: int, communication: frozenset[str], red: _Reduction) -> None:
+        self.window, self.index, self.communication, self.red = window, index, communication, red
+        self.pieces: list[Piece] = []
+        self.by_cause = np.zeros(len(CAUSES), dtype=np.int64)
+        self.head = np.zeros(len(CAUSES), dtype=np.int64)
+        self.ops: DeviceOps | None = None
+        red.collectives.begin_step(window)
+
+    def add(self, ops: DeviceOps, host: HostActivity, a: int, b: int) -> None:
+        w, red = self.window, self.red
+        piece = account_piece(ops, w, self.communication, a, b)
+        per_gap, next_op = gap_causes(piece.gaps, ops, host)
+        self.by_cause += per_gap.sum(axis=0)
+        if a == w.start_ns and len(piece.gaps) and int(piece.gaps.starts[0]) == w.start_ns:
+            self.head = per_gap[0].copy()  # idle from the step's start
+        red.collectives.add_piece(ops, piece, per_gap)
+        red.kernels.add(ops.name_code[piece.owned], ops.end_ns[piece.owned] - ops.start_ns[piece.owned])
+        red.gap_groups.add(piece.gaps, w, ops, next_op)
+        red.median.add(self.index, ops, piece.owned)
+        self.pieces.append(piece.slim())
+        self.ops = ops
+
+    def finish(self) -> None:
+        red = self.red
+        red.collectives.end_step()
+        assert self.ops is not None
+        red.accounts.append(merge(self.ops, self.window, self.pieces, self.communication, detail=False))
+        red.causes.append(dict(zip(CAUSES, (int(v) for v in self.by_cause), strict=True)))
+        head = dict(zip(CAUSES, (int(v) for v in self.head), strict=True))
+        red.heads.append({**head, "total_ns": sum(head.values())})

@@ -295,10 +295,41 @@ def engine_names(con: duckdb.DuckDBPyConnection, annotations: list[str]) -> list
     return seen if len(seen) == 1 else forms
 
 
+@dataclass(frozen=True)
+class Batch:
+    """Consecutive steps read together, or one long step read in time pieces: ``edges`` cut it (each the
+    start of an operation of positive length, so no host gap spans an edge)."""
+
+    windows: list[StepWindow]
+    edges: tuple[int, ...] = ()
+
+    def pieces(self) -> list[tuple[int, int]]:
+        """The time pieces [a, b) of a one-step batch, in order (the whole step when it is not cut)."""
+        w = self.windows[0]
+        cuts = [w.start_ns, *self.edges, w.end_ns]
+        return list(zip(cuts[:-1], cuts[1:], strict=True))
+
+
+def _edges(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, window: StepWindow, n_ops: int,
+           max_rows: int) -> tuple[int, ...]:
+    """Where to cut a step of ``n_ops`` operations into pieces of about ``max_rows``: the starts of operations
+    of positive length at evenly spaced ranks inside the step (a busy instant: no gap straddles it)."""
+    k = -(-n_ops // max(max_rows, 1))
+    if k <= 1:
+        return ()
+    row = con.execute("""
+        SELECT quantile_disc(start_ns, $q) FROM gpu_ops
+        WHERE rank = $rank AND device_id = $device AND start_ns > $lo AND start_ns < $hi AND end_ns > start_ns
+    """, {"rank": rank, "device": device_id, "lo": window.start_ns, "hi": window.end_ns,
+          "q": [j / k for j in range(1, k)]}).fetchall()[0][0]
+    return tuple(sorted({int(t) for t in row or ()}))
+
+
 def batches(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, extent: DeviceExtent,
-            windows: list[StepWindow], max_rows: int) -> list[list[StepWindow]]:
+            windows: list[StepWindow], max_rows: int) -> list[Batch]:
     """Consecutive windows grouped so that the operations starting in each group stay within ``max_rows``
-    (a window with more operations forms a group of its own); counted in the database."""
+    (counted in the database); a window with more operations forms a batch of its own, read in time pieces
+    of about ``max_rows`` operations (a whole capture without step markers is one such window)."""
     if not windows:
         return []
     starts = pa.table({"w": np.arange(len(windows)), "lo": np.array([w.start_ns for w in windows], dtype=np.int64)})
@@ -315,14 +346,17 @@ def batches(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, extent: D
                 counts[w] += n
     finally:
         con.unregister("step_window_starts")
-    groups: list[list[StepWindow]] = []
+    groups: list[Batch] = []
     rows_in_group = 0
     for w, n in zip(windows, counts.tolist(), strict=True):
-        if groups and rows_in_group + n <= max_rows:
-            groups[-1].append(w)
+        if n > max_rows:
+            groups.append(Batch([w], _edges(con, rank, device_id, w, n, max_rows)))
+            rows_in_group = max_rows + 1  # nothing joins a cut step
+        elif groups and rows_in_group + n <= max_rows:
+            groups[-1].windows.append(w)
             rows_in_group += n
         else:
-            groups.append([w])
+            groups.append(Batch([w]))
             rows_in_group = n
     return groups
 
