@@ -164,22 +164,36 @@ def unsupported_devices(con: duckdb.DuckDBPyConnection) -> list[tuple[int, str]]
     return out
 
 
+def _matching(view: str, param: str) -> str:
+    """SQL of the distinct names of ``view`` matching the regex parameter ``param``: the regex runs once per
+    name, not once per row (millions of launch calls share a few dozen names)."""
+    return f"(SELECT name FROM (SELECT DISTINCT name FROM {view}) WHERE regexp_matches(name, {param}))"
+
+
 def _capture_only(con: duckdb.DuckDBPyConnection) -> list[Caveat]:
     """Graph-capture traces: stream capture calls, and more kernel launches captured into a graph (a launch
-    call with no kernel) than kernels executed. Such a trace holds no step to judge or compare."""
-    rows = con.execute("""
+    call with no kernel) than kernels executed. Such a trace holds no step to judge or compare. Counted in
+    SQL, and only on ranks with a stream capture call."""
+    params = {"launch": KERNEL_LAUNCH_REGEX, "capture": STREAM_CAPTURE_REGEX}
+    captures = con.execute(f"""
+        SELECT rank, count(*) FROM launches WHERE name IN {_matching("launches", "$capture")} GROUP BY rank
+    """, {"capture": STREAM_CAPTURE_REGEX}).fetchall()
+    if not captures:
+        return []
+    rows = con.execute(f"""
         WITH kernel_launches AS (
             SELECT a.rank, count(*) AS n, count(*) FILTER (WHERE k.correlation_id IS NULL) AS captured
             FROM launches a
             LEFT JOIN (SELECT DISTINCT rank, pid, correlation_id FROM kernels) k
               ON k.rank = a.rank AND k.pid = a.pid AND k.correlation_id = a.correlation_id
-            WHERE regexp_matches(a.name, $launch) GROUP BY a.rank),
-        captures AS (SELECT rank, count(*) AS n FROM launches WHERE regexp_matches(name, $capture) GROUP BY rank),
+            WHERE a.name IN {_matching("launches", "$launch")} GROUP BY a.rank),
+        captures AS (SELECT rank, count(*) AS n FROM launches WHERE name IN {_matching("launches", "$capture")}
+                     GROUP BY rank),
         executed AS (SELECT rank, count(*) AS n FROM kernels GROUP BY rank)
         SELECT c.rank, c.n, l.captured, coalesce(e.n, 0) FROM captures c JOIN kernel_launches l USING (rank)
         LEFT JOIN executed e USING (rank)
         WHERE l.captured > coalesce(e.n, 0) ORDER BY c.rank
-    """, {"launch": KERNEL_LAUNCH_REGEX, "capture": STREAM_CAPTURE_REGEX}).fetchall()
+    """, params).fetchall()
     return [Caveat("graph_capture_only", rank,
                    f"rank {rank}: a graph-capture trace: {captured} kernel launches were captured into CUDA/HIP "
                    f"graphs ({captures} stream capture{'s' if captures != 1 else ''}) and only {executed} kernels ran; "
@@ -239,8 +253,8 @@ def capture_settings(con: duckdb.DuckDBPyConnection, step_regex: str | None) -> 
     step annotation or graph launches, unless ``step_regex`` is given), GPU activity dropped or not flushed at
     the end, and clock domains without a wall-clock base (several files)."""
     out: list[Caveat] = []
-    any_capture = con.execute("""
-        SELECT (SELECT count(*) FROM launches WHERE regexp_matches(name, $c))
+    any_capture = con.execute(f"""
+        SELECT (SELECT count(*) FROM launches WHERE name IN {_matching("launches", "$c")})
              + (SELECT count(*) FROM capture_api_calls WHERE regexp_matches(name, $c))""",
                               {"c": STREAM_CAPTURE_REGEX}).fetchone()[0] > 0  # capture_*: a capture trace beside
     if not any_capture:
@@ -269,23 +283,24 @@ def capture_settings(con: duckdb.DuckDBPyConnection, step_regex: str | None) -> 
                               "function events; with_stack off): host time before a launch is named by op, not by "
                               "the Python code that ran"))
     if step_regex is None:
-        for (rank,) in _ranks_where(con, """
+        for (rank,) in _ranks_where(con, f"""
             SELECT t.rank FROM trace_info t
             WHERE EXISTS (SELECT 1 FROM ranges r WHERE r.rank = t.rank AND r.kind IN ('range', 'gpu_range'))
               AND NOT EXISTS (SELECT 1 FROM profiler_steps p WHERE p.rank = t.rank)
               AND NOT EXISTS (SELECT 1 FROM graph_launches g WHERE g.rank = t.rank)
-              AND NOT EXISTS (SELECT 1 FROM launches l WHERE l.rank = t.rank AND regexp_matches(l.name, $capture))
+              AND NOT EXISTS (SELECT 1 FROM launches l WHERE l.rank = t.rank
+                              AND l.name IN {_matching("launches", "$capture")})
               AND NOT EXISTS (SELECT 1 FROM ranges r WHERE r.rank = t.rank AND regexp_matches(r.name, $marker))
             ORDER BY 1""", {"marker": STEP_MARKER_REGEX, "capture": STREAM_CAPTURE_REGEX}):
             out.append(Caveat("no_step_markers", rank, f"rank {rank}: no step markers (no ProfilerStep#N, XLA "
                               "module, engine step annotation or graph launches): the whole capture is one step; "
                               "give --step REGEX (`tracekit info` lists candidates)"))
-    for rank, n in _ranks_where(con, """
+    for rank, n in _ranks_where(con, f"""
         WITH last AS (SELECT rank, pid, max(start_ns) AS t FROM kernels GROUP BY rank, pid)
         SELECT a.rank, count(*) FROM launches a JOIN last l ON l.rank = a.rank AND l.pid = a.pid
         ANTI JOIN (SELECT DISTINCT rank, pid, correlation_id FROM kernels) k
           ON k.rank = a.rank AND k.pid = a.pid AND k.correlation_id = a.correlation_id
-        WHERE regexp_matches(a.name, $launch) AND a.start_ns > l.t GROUP BY a.rank ORDER BY 1""",
+        WHERE a.name IN {_matching("launches", "$launch")} AND a.start_ns > l.t GROUP BY a.rank ORDER BY 1""",
                               {"launch": KERNEL_LAUNCH_REGEX}):
         if not any_capture:
             out.append(Caveat("dropped_events", rank, f"rank {rank}: {n} kernel launches after the last recorded "

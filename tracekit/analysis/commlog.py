@@ -53,11 +53,16 @@ def op_name(text: str | None) -> str | None:
 def message_bytes(op: str | None, in_nelems: int | None, out_nelems: int | None, dtype: str | None) -> int:
     """The collective's size as nccl-tests counts it (the all-reduce buffer, the whole gathered buffer, all a
     rank sends in an all-to-all), or -1 when the trace does not say."""
-    size = _DTYPE_BYTES.get(re.sub(r"[^a-z0-9]", "", (dtype or "").lower()).removeprefix("torch"))
+    size = _dtype_bytes(dtype)
     if size is None or op is None:
         return -1
     nelems = out_nelems if op == "allgather" else in_nelems
     return int(nelems) * size if nelems is not None and nelems > 0 else -1
+
+
+@lru_cache(maxsize=256)
+def _dtype_bytes(dtype: str | None) -> int | None:
+    return _DTYPE_BYTES.get(re.sub(r"[^a-z0-9]", "", (dtype or "").lower()).removeprefix("torch"))
 
 
 @dataclass
@@ -149,15 +154,16 @@ def load_metadata(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, com
                   lo: int = -(2**62), hi: int = 2**62) -> dict[tuple[int, int, int], _Meta]:
     """What the trace says of each communication kernel of a device starting in [lo, hi) (a batch of steps),
     keyed by (start_ns, end_ns, stream)."""
-    rows = con.execute(_metadata_sql(sorted(communication)),
-                       {"rank": rank, "device": device_id, "lo": lo, "hi": hi}).fetchall()
+    table = con.sql(_metadata_sql(sorted(communication)),
+                    params={"rank": rank, "device": device_id, "lo": lo, "hi": hi}).to_arrow_table()
     out: dict[tuple[int, int, int], _Meta] = {}
-    for start, end, stream, cls, collective, call, group, ranks, seq, n_in, n_out, dtype in rows:
-        name = op_name(collective) or op_name(call) or op_name(cls)
-        source = "pytorch" if op_name(collective) else "nvtx" if op_name(call) else "class"
-        out[(int(start), int(end), int(stream))] = _Meta(
-            name, source, None if group is None else str(group), ranks, -1 if seq is None else int(seq),
-            message_bytes(name, n_in, n_out, dtype))
+    for start, end, stream, cls, collective, call, group, ranks, seq, n_in, n_out, dtype in zip(
+            *(table.column(c).to_pylist() for c in table.column_names), strict=True):
+        pytorch, nvtx = op_name(collective), op_name(call)
+        name = pytorch or nvtx or op_name(cls)
+        out[(start, end, stream)] = _Meta(
+            name, "pytorch" if pytorch else "nvtx" if nvtx else "class", None if group is None else str(group),
+            ranks, -1 if seq is None else int(seq), message_bytes(name, n_in, n_out, dtype))
     return out
 
 
@@ -197,7 +203,7 @@ class CollectiveCollector:
     meta: dict[tuple[int, int, int], _Meta] = field(default_factory=dict)  # of the batch being read
     steps_comparable: bool = False
     _rows: dict[str, list] = field(default_factory=lambda: defaultdict(list))
-    _class_rows: list[dict[str, int]] = field(default_factory=list)
+    _class_rows: list[tuple[int, dict[str, np.ndarray]]] = field(default_factory=list)  # per piece: busy per class
     _steps: dict[str, list] = field(default_factory=lambda: defaultdict(list))
     _step: dict[str, object] = field(default_factory=dict)  # the step being read
 
@@ -258,7 +264,7 @@ class CollectiveCollector:
         r["seq"] += [m.seq for m in metas]
         r["size"] += [m.size_bytes for m in metas]
         r["window"] += window.tolist()
-        self._class_rows += [{c: int(v[k]) for c, v in busy.items() if v[k]} for k in range(starts.size)]
+        self._class_rows.append((int(starts.size), {c: v for c, v in busy.items() if v.any()}))
         # Carry the running sums past this piece, and the anchor: the latest collective end, with its sums if
         # it lies in this piece (later, it is read with its piece; earlier, it is kept).
         latest = int(max(anchor.at_ns, int(ends.max()) if ends.size else lo))
@@ -297,7 +303,7 @@ class CollectiveCollector:
     def finish(self) -> CollectiveLog:
         r = self._rows
         n = len(r["start"])
-        classes = sorted({c for row in self._class_rows for c in row})
+        classes = sorted({c for _, part in self._class_rows for c in part})
         width = len(CAUSES)
 
         def arr(col: str, dtype: type = np.int64) -> np.ndarray:
@@ -312,7 +318,9 @@ class CollectiveCollector:
             group=list(r["group"]),
             group_ranks=list(r["ranks"]), seq=arr("seq"), size_bytes=arr("size"), window_start_ns=arr("window"),
             window_gap_ns=np.vstack(r["window_gap"]) if n else np.zeros((0, width), np.int64),
-            window_class_ns={c: np.array([row.get(c, 0) for row in self._class_rows], np.int64) for c in classes},
+            window_class_ns={c: np.concatenate([part[c] if c in part else np.zeros(k, np.int64)
+                                                for k, part in self._class_rows] or [np.zeros(0, np.int64)]
+                                               ).astype(np.int64) for c in classes},
             step_start_ns=np.array(self._steps["start"], np.int64), step_label=list(self._steps["label"]),
             step_tail_gap_ns=(np.vstack(self._steps["tail"]) if self._steps["tail"]
                               else np.zeros((0, width), np.int64)),

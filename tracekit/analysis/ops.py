@@ -186,6 +186,32 @@ def ops_sql(where: str = "TRUE") -> str:
     """
 
 
+def launch_start_sql(where: str = "TRUE") -> str:
+    """SQL of the same operations as ``ops_sql(where)`` with only what step finding reads: start, end,
+    process, whether it ran in a graph, and the start of its launch call (the first API call of its process
+    and correlation id; -1 where none). No per-call regex, no launch struct: it scans whole devices."""
+    return f"""
+        WITH k AS (
+            SELECT k.start_ns, k.end_ns, k.pid, k.correlation_id,
+                   (k.graph_id IS NOT NULL OR k.graph_node_id IS NOT NULL) AS node_traced
+            FROM (SELECT * FROM kernels WHERE rank = $rank AND device_id = $device AND ({where})) k
+            SEMI JOIN (SELECT name FROM op_names WHERE NOT is_memop AND NOT via_op) n ON n.name = k.name
+            UNION ALL
+            SELECT m.start_ns, m.end_ns, m.pid, m.correlation_id, FALSE
+            FROM memops m SEMI JOIN (SELECT name FROM op_names WHERE is_memop) n ON n.name = m.kind
+            WHERE m.rank = $rank AND m.device_id = $device AND ({where})
+        ),
+        l AS (
+            SELECT pid, correlation_id, min(start_ns) AS start_ns, arg_min(is_graph_launch, start_ns) AS is_graph_launch
+            FROM launches WHERE rank = $rank AND correlation_id IN (SELECT correlation_id FROM k)
+            GROUP BY pid, correlation_id
+        )
+        SELECT k.start_ns, k.end_ns, coalesce(k.pid, -1) AS pid, coalesce(l.start_ns, -1) AS launch_start_ns,
+               (k.node_traced OR coalesce(l.is_graph_launch, FALSE)) AS in_graph
+        FROM k LEFT JOIN l ON l.pid = k.pid AND l.correlation_id = k.correlation_id
+    """
+
+
 def next_start(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, at_ns: int) -> int | None:
     """The first operation start at or after ``at_ns`` on the device (None: there is none)."""
     row = con.execute("""

@@ -26,7 +26,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from tracekit.analysis.ops import SYNC_API_REGEX, ops_sql
+from tracekit.analysis.ops import SYNC_API_REGEX, launch_start_sql
 from tracekit.analysis.waits import OutsideWait, outside_waits
 from tracekit.errors import InputError
 from tracekit.parsers.schema import PROFILER_STEP_REGEX
@@ -171,7 +171,7 @@ def _project(con: duckdb.DuckDBPyConnection, rank: int, device_id: int, chunks: 
     con.register("step_range_list", table)
     try:  # the range is found on start alone, then checked (its end, its process) against a second copy
         rows = _grouped(con, f"""
-            WITH o AS (SELECT start_ns, end_ns, pid, launch_start_ns FROM ({ops_sql(CHUNK)})
+            WITH o AS (SELECT start_ns, end_ns, pid, launch_start_ns FROM ({launch_start_sql(CHUNK)})
                        WHERE launch_start_ns >= 0),
                  m AS (SELECT o.*, r.i FROM o ASOF JOIN step_range_list r ON o.launch_start_ns >= r.r_start)
             SELECT m.i, min(m.start_ns), max(m.end_ns) FROM m JOIN step_range_list c ON c.i = m.i
@@ -217,6 +217,12 @@ def _graph_steps(con: duckdb.DuckDBPyConnection, rank: int, device_id: int,
     """One step per host step of graph launches: the graph launches of a process between two of its
     synchronising calls (a forward ends by reading its sampled tokens back), keyed by the end of the sync
     before them (-1 before the first)."""
+    if not con.execute("""
+        SELECT EXISTS (SELECT 1 FROM kernels WHERE rank = $rank AND device_id = $device
+                       AND (graph_id IS NOT NULL OR graph_node_id IS NOT NULL))
+            OR EXISTS (SELECT 1 FROM launches WHERE rank = $rank AND is_graph_launch)
+    """, {"rank": rank, "device": device_id}).fetchall()[0][0]:
+        return []  # no operation ran in a graph
     syncs = con.sql("""
         SELECT DISTINCT pid, end_ns FROM launches
         WHERE rank = $rank AND regexp_matches(name, $sync) ORDER BY pid, end_ns
@@ -224,7 +230,7 @@ def _graph_steps(con: duckdb.DuckDBPyConnection, rank: int, device_id: int,
     con.register("step_sync_ends", syncs)
     try:
         rows = _grouped(con, f"""
-            WITH g AS (SELECT pid, launch_start_ns, start_ns, end_ns FROM ({ops_sql(CHUNK)})
+            WITH g AS (SELECT pid, launch_start_ns, start_ns, end_ns FROM ({launch_start_sql(CHUNK)})
                        WHERE in_graph AND launch_start_ns >= 0)
             SELECT coalesce(s.end_ns, -1), min(g.start_ns), max(g.end_ns)
             FROM g ASOF LEFT JOIN step_sync_ends s ON g.pid = s.pid AND g.launch_start_ns >= s.end_ns
