@@ -296,11 +296,16 @@ def capture_settings(con: duckdb.DuckDBPyConnection, step_regex: str | None) -> 
                               "module, engine step annotation or graph launches): the whole capture is one step; "
                               "give --step REGEX (`tracekit info` lists candidates)"))
     for rank, n in _ranks_where(con, f"""
-        WITH last AS (SELECT rank, pid, max(start_ns) AS t FROM kernels GROUP BY rank, pid)
-        SELECT a.rank, count(*) FROM launches a JOIN last l ON l.rank = a.rank AND l.pid = a.pid
-        ANTI JOIN (SELECT DISTINCT rank, pid, correlation_id FROM kernels) k
-          ON k.rank = a.rank AND k.pid = a.pid AND k.correlation_id = a.correlation_id
-        WHERE a.name IN {_matching("launches", "$launch")} AND a.start_ns > l.t GROUP BY a.rank ORDER BY 1""",
+        WITH last AS (SELECT rank, pid, max(start_ns) AS t FROM kernels GROUP BY rank, pid),
+             late AS (SELECT a.rank, a.pid, a.correlation_id FROM launches a
+                      JOIN last l ON l.rank = a.rank AND l.pid = a.pid
+                      WHERE a.start_ns > l.t AND a.name IN {_matching("launches", "$launch")}),
+             -- the kernels of those launches alone (a filter on the correlation id, not a join of every kernel)
+             ran AS (SELECT DISTINCT rank, pid, correlation_id FROM kernels
+                     WHERE correlation_id IN (SELECT correlation_id FROM late))
+        SELECT late.rank, count(*) FROM late ANTI JOIN ran
+          ON ran.rank = late.rank AND ran.pid = late.pid AND ran.correlation_id = late.correlation_id
+        GROUP BY late.rank ORDER BY 1""",
                               {"launch": KERNEL_LAUNCH_REGEX}):
         if not any_capture:
             out.append(Caveat("dropped_events", rank, f"rank {rank}: {n} kernel launches after the last recorded "
