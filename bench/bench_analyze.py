@@ -12,7 +12,10 @@ process (wall time of the whole run, interpreter start included, and that proces
   (``adbc_driver_sqlite``, read-only, immutable);
 - ``tracekit analyze FILE --step '^decode_step#' --config dsv32-ep16 --format json`` with an empty
   cache folder (ingest + analysis: the first analyze of a trace);
-- the same command again on the now cached store (the second analyze).
+- the same command again on the now cached store (the second analyze);
+- both again without ``--step`` (``--whole``, the default: the synthetic export has no step markers the
+  automatic search knows, so the whole capture is one step, analysed in time pieces of
+  ``AnalyzeOptions.batch_rows`` operations).
 
 Targets (issue 7): first analyze within 2x of the floor, peak RSS under 4 GB, second analyze at
 least 10x faster than the first. With ``--profile`` the first analyze also runs under cProfile in a
@@ -54,9 +57,9 @@ CONFIG = "dsv32-ep16"
 ONE_BATCH = 1 << 62  # batch_rows that reads every device at once
 
 
-def analyze_command(exe: Path, trace: Path, cache_dir: Path) -> list[str]:
-    """The measured ``tracekit analyze`` command line."""
-    return [str(exe), "analyze", str(trace), "--cache-dir", str(cache_dir), "--step", STEP_REGEX,
+def analyze_command(exe: Path, trace: Path, cache_dir: Path, step: bool = True) -> list[str]:
+    """The measured ``tracekit analyze`` command line (``step``: with ``--step``, else one whole-capture step)."""
+    return [str(exe), "analyze", str(trace), "--cache-dir", str(cache_dir), *(["--step", STEP_REGEX] if step else []),
             "--config", CONFIG, "--format", "json", "--quiet"]
 
 
@@ -78,8 +81,9 @@ def profile_top(exe: Path, trace: Path, limit: int = 8) -> list[str]:
     return [f"{name}: {seconds:.2f} s" for seconds, name in rows[:limit]]
 
 
-def bench_one(workdir: Path, n_kernels: int, repeat: int, profile: bool) -> dict[str, object]:
-    """All measurements for one size (each the fastest of ``repeat`` runs, the largest peak)."""
+def bench_one(workdir: Path, n_kernels: int, repeat: int, profile: bool, modes: tuple[bool, ...]) -> list[dict]:
+    """All measurements for one size (each the fastest of ``repeat`` runs, the largest peak), one row per step
+    mode (``True``: ``--step``; ``False``: the whole capture as one step)."""
     trace, gen_s = make_trace(workdir, n_kernels)
     warm_page_cache(trace)
     reader = [sys.executable, str(Path(__file__).resolve().parent / "bench_ingest.py"), "--read-tables", str(trace)]
@@ -89,25 +93,29 @@ def bench_one(workdir: Path, n_kernels: int, repeat: int, profile: bool) -> dict
     exe = tracekit_cli()
     if exe is None:
         raise SystemExit("the tracekit CLI is not installed in this environment")
-    cache_dir = workdir / "analyze-cache"
-    try:
-        first = measure_best(analyze_command(exe, trace, cache_dir), repeat, fresh_cache=cache_dir)
-        if first.rc != 0:
-            raise SystemExit(f"tracekit analyze failed:\n{first.stderr}")
-        second = measure_best(analyze_command(exe, trace, cache_dir), repeat)
-    finally:
-        shutil.rmtree(cache_dir, ignore_errors=True)
-    report = json.loads(first.stdout)
-    if json.loads(second.stdout) != report:
-        raise SystemExit("the cached analyze reported something else than the first")
-    return {
-        "n_kernels": n_kernels, "file_mb": trace.stat().st_size / MB, "generate_s": gen_s,
-        "read_s": floor.wall_s, "read_peak_mb": floor.peak_mb,
-        "first_s": first.wall_s, "first_peak_mb": first.peak_mb,
-        "second_s": second.wall_s, "second_peak_mb": second.peak_mb,
-        "steps": report["steps"]["count"], "verdict": report["verdict"],
-        "profile": profile_top(exe, trace) if profile else [],
-    }
+    rows = []
+    for step in modes:
+        cache_dir = workdir / "analyze-cache"
+        try:
+            first = measure_best(analyze_command(exe, trace, cache_dir, step), repeat, fresh_cache=cache_dir)
+            if first.rc != 0:
+                raise SystemExit(f"tracekit analyze failed:\n{first.stderr}")
+            second = measure_best(analyze_command(exe, trace, cache_dir, step), repeat)
+        finally:
+            shutil.rmtree(cache_dir, ignore_errors=True)
+        report = json.loads(first.stdout)
+        if json.loads(second.stdout) != report:
+            raise SystemExit("the cached analyze reported something else than the first")
+        rows.append({
+            "n_kernels": n_kernels, "steps_from": f"--step '{STEP_REGEX}'" if step else "no --step (whole capture)",
+            "file_mb": trace.stat().st_size / MB, "generate_s": gen_s,
+            "read_s": floor.wall_s, "read_peak_mb": floor.peak_mb,
+            "first_s": first.wall_s, "first_peak_mb": first.peak_mb,
+            "second_s": second.wall_s, "second_peak_mb": second.peak_mb,
+            "steps": report["steps"]["count"], "verdict": report["verdict"],
+            "profile": profile_top(exe, trace) if profile and step else [],
+        })
+    return rows
 
 
 def analyze_cached(trace: Path, cache_dir: Path, batch_rows: int) -> None:
@@ -177,6 +185,7 @@ MEMORY_COLUMNS = (
 
 COLUMNS = (
     ("N kernels", lambda r: f"{r['n_kernels']:,}"),
+    ("steps from", lambda r: str(r["steps_from"])),
     ("kernel+API read s", lambda r: f"{r['read_s']:.2f}"),
     ("analyze s (first)", lambda r: f"{r['first_s']:.2f}"),
     ("first/read", lambda r: f"{r['first_s'] / r['read_s']:.2f}x"),
@@ -195,8 +204,9 @@ def render(rows: list[dict[str, object]], markdown: bool) -> str:
     for r in rows:
         n = f"{r['n_kernels']:,}"
         gen = "cached" if r["generate_s"] is None else f"generated in {r['generate_s']:.1f} s"
-        lines.append(f"{bullet}{n} kernels: export {r['file_mb']:.0f} MB ({gen}); {r['steps']} steps, verdict "
-                     f"{r['verdict']}; kernel+API read peak {r['read_peak_mb']:.0f} MB; ingest share of the first "
+        lines.append(f"{bullet}{n} kernels, {r['steps_from']}: export {r['file_mb']:.0f} MB ({gen}); "
+                     f"{r['steps']} steps, verdict {r['verdict']}; kernel+API read peak {r['read_peak_mb']:.0f} MB; "
+                     "ingest share of the first "
                      f"analyze about {r['first_s'] - r['second_s']:.2f} s (first minus cached)")
         if r["profile"]:
             lines.append(f"{bullet}{n} kernels: slowest functions (cProfile, cumulative): " + "; ".join(r["profile"]))
@@ -212,6 +222,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--markdown", action="store_true", help="Print a Markdown table for docs/benchmarks.md.")
     parser.add_argument("--repeat", type=int, default=1, help="Runs per measurement; the fastest counts.")
     parser.add_argument("--profile", action="store_true", help="Also profile one first analyze (cProfile).")
+    parser.add_argument("--modes", choices=("both", "step", "whole"), default="both",
+                        help="With --step, without it (the whole capture as one step), or both (default).")
     parser.add_argument("--memory", action="store_true",
                         help="Measure the analysis of the cached store alone, batched and in one batch.")
     parser.add_argument("--analyze-cached", nargs=3, metavar=("TRACE", "CACHE_DIR", "BATCH_ROWS"),
@@ -232,7 +244,8 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for n in args.kernels:
         print(f"benchmarking analyze on {n:,} kernels ...", file=sys.stderr, flush=True)
-        rows.append(bench_one(args.workdir, n, args.repeat, args.profile))
+        modes = {"both": (True, False), "step": (True,), "whole": (False,)}[args.modes]
+        rows += bench_one(args.workdir, n, args.repeat, args.profile, modes)
     print(render(rows, args.markdown))
 
 
