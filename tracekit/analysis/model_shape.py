@@ -105,15 +105,15 @@ def infer_shape(con: duckdb.DuckDBPyConnection) -> ModelShape:
             dtypes[_DTYPES[str(types[0])]] += count
     _gemm_fields(shape, weights)
     if shape.vocab is None and embeddings:  # no LM head in the capture: the token embedding's rows
-        rows, width = max(embeddings, key=lambda e: e[0])
+        rows, width = max(embeddings)
         if shape.hidden is None or width == shape.hidden:
             shape.vocab = rows
             shape.evidence["vocab"] = "rows of the token embedding table (aten::embedding)"
     if grouped:
-        shape.experts = grouped.most_common(1)[0][0]
+        shape.experts = _commonest(grouped)
         shape.evidence["experts"] = "grouped GEMMs' weight groups"
     if dtypes:
-        shape.dtype = dtypes.most_common(1)[0][0]
+        shape.dtype = _commonest(dtypes)
     # Time of the kernels whose name says attention (flash, FMHA, SageAttention): what the point must explain.
     named_ns = con.execute("SELECT coalesce(sum(k.dur_ns), 0) FROM kernel_ops k JOIN kernel_class c USING (name) "
                            "WHERE NOT k.is_memop AND c.class = 'attn_core'").fetchall()[0][0]
@@ -132,18 +132,24 @@ def infer_shape(con: duckdb.DuckDBPyConnection) -> ModelShape:
     return shape
 
 
+def _commonest(counts: Counter) -> Any:
+    """The most frequent key, the larger key on a tie: the SQL rows come in no set order, and a tie broken by
+    arrival order made the inferred shape differ between runs."""
+    return max(counts, key=lambda k: (counts[k], k))
+
+
 def _gemm_fields(shape: ModelShape, weights: Counter[tuple[int, int]]) -> None:
     if not weights:
         return
     by_k: Counter[int] = Counter()
     for (k, _), c in weights.items():
         by_k[k] += c
-    hidden = by_k.most_common(1)[0][0]
+    hidden = _commonest(by_k)
     shape.hidden = hidden
     shape.evidence["hidden"] = "commonest K of the weight GEMMs"
     outs = {n for (k, n) in weights if k == hidden}
     back = {k for (k, n) in weights if n == hidden}
-    inter = sorted((n for n in outs & back if n != hidden), key=lambda n: -weights[(hidden, n)])
+    inter = sorted((n for n in outs & back if n != hidden), key=lambda n: (-weights[(hidden, n)], n))
     if inter:
         shape.intermediate = inter[0]
         shape.evidence["intermediate"] = "N of a hidden-K GEMM that is the K of a GEMM back to hidden"
@@ -188,7 +194,7 @@ def _attention_fields(shape: ModelShape, con: duckdb.DuckDBPyConnection, named_n
         first.setdefault(key, module)
     if not time:
         return
-    key = max(time, key=lambda k: time[k])
+    key = max(time, key=lambda k: (time[k], k))
     kind, op, h, hkv, dh, b, sq, sk = key
     if kind == "math" and (dh > h * 16 or sk < dh):  # not [B, H, S, d] x [B, H, d, S]: no reading
         return
