@@ -11,7 +11,6 @@ pitfalls P1-P12 handled here.
 from __future__ import annotations
 
 import itertools
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import adbc_driver_manager
@@ -25,6 +24,7 @@ from tracekit.parsers.schema import NO_GPU_ACTIVITY, write_capture
 
 from .nsys_graphs import read_graph_nodes
 from .nsys_meta import KERNEL_TABLE, ExportInfo, capture_facts, inspect_export
+from .nsys_parts import OrderedParts, range_filter, rowid_ranges
 from .nsys_ranks import assign_process_ranks
 from .nsys_shapes import read_nvtx_shapes
 from .nsys_stream import ArrowStream, one_line
@@ -115,20 +115,23 @@ class _Loader(ArrowStream):
     def run(self) -> None:
         """Load every table, then the derived rows (processes, devices, notes, trace_info).
 
-        The kernel table, the largest, streams on a second thread (own SQLite and DuckDB connections)
-        while this thread reads the others: SQLite decoding is single-threaded per connection.
+        The kernel and runtime-API tables, the largest, stream in rowid ranges on worker threads (each range
+        on its own SQLite and DuckDB connections, stored in rowid order: ``nsys_parts``) while this thread
+        reads the others: SQLite decoding is single-threaded per connection.
         """
         self.strings = self._strings()
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            kernels = pool.submit(self._kernels_on_own_connections)
-            try:
-                for fraction, stage in ((0.3, self._api_calls), (0.4, self._memops), (0.6, self._ranges),
-                                        (0.65, lambda: read_graph_nodes(self, PID, TID))):
-                    stage()
-                    progress.report(self.path, fraction)
-            finally:
-                kernels.result()
+        parts = OrderedParts(self.info.uri, self.path, self.con, self.database)
+        try:
+            self._kernels(parts)
+            self._api_calls(parts)
+            for fraction, stage in ((0.4, self._memops), (0.6, self._ranges),
+                                    (0.65, lambda: read_graph_nodes(self, PID, TID))):
+                stage()
+                progress.report(self.path, fraction)
+        finally:
+            parts.wait()
         progress.report(self.path, 0.9)
+        self._api_call_notes()
         self._threads()
         self._processes()
         self._devices()
@@ -144,20 +147,19 @@ class _Loader(ArrowStream):
         # An empty StringIds comes back from adbc with untyped (int64) columns: keep the typed empty table.
         return table if table.num_rows else self.strings
 
-    def _kernels_on_own_connections(self) -> None:
-        try:
-            db = adbc_sqlite.connect(self.info.uri)
-        except adbc_driver_manager.Error as exc:
-            raise InputError(f"{self.path}: cannot open as SQLite ({one_line(exc)})") from None
-        con = self.con.cursor()
-        try:
-            con.execute(f'USE "{self.database}"')  # a cursor starts in the default database (the store may be attached)
-            self._kernels(con, db)
-        finally:
-            con.close()
-            db.close()
+    def _in_ranges(self, parts: OrderedParts, table: str, select: str, insert: str,
+                   sources: dict[str, pa.Table] | None = None) -> None:
+        """``insert`` (reading ``_nsys_x``) over ``SELECT {select} FROM {table}``, one rowid range at a time."""
+        for part in rowid_ranges(self.db, table):
+            query = f"SELECT {select} FROM {table}{range_filter(part)}"
 
-    def _kernels(self, con: duckdb.DuckDBPyConnection, db: adbc_driver_manager.dbapi.Connection) -> None:
+            def one(con: duckdb.DuckDBPyConnection, db: adbc_driver_manager.dbapi.Connection,
+                    query: str = query) -> None:
+                self._insert(insert, {"_nsys_x": self._stream(query, table, db), **(sources or {})}, con=con)
+
+            parts.submit(table, one)
+
+    def _kernels(self, parts: OrderedParts) -> None:
         wanted = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "demangledName",
                   "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "graphId",
                   "graphNodeId"]  # fmt: skip
@@ -167,7 +169,7 @@ class _Loader(ArrowStream):
         table, select = found
         have = set(self.info.tables[table])
         opt = {c: (f'k."{c}"' if c in have else "NULL") for c in wanted}
-        self._insert(
+        self._in_ranges(parts, table, select,
             f"""INSERT INTO kernels (pid, device_id, stream_id, start_ns, end_ns, dur_ns, name,
                     short_name, correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, graph_id,
                     graph_node_id)
@@ -175,34 +177,47 @@ class _Loader(ArrowStream):
                     k."end" - k.start, dn.value, sn.value, k.correlationId, {opt["gridX"]}, {opt["gridY"]},
                     {opt["gridZ"]}, {opt["blockX"]}, {opt["blockY"]}, {opt["blockZ"]}, {opt["graphId"]},
                     {opt["graphNodeId"]}
-                FROM _nsys_k k
+                FROM _nsys_x k
                 LEFT JOIN _nsys_strings dn ON dn.id = k.demangledName
                 LEFT JOIN _nsys_strings sn ON sn.id = k.shortName""",
-            {"_nsys_k": self._stream(f"SELECT {select} FROM {table}", table, db)},
-            con=con,
-        )
+        )  # fmt: skip
 
-    def _api_calls(self) -> None:
+    def _api_calls(self, parts: OrderedParts) -> None:
         cols = ["start", "end", "eventClass", "globalTid", "correlationId", "nameId"]
         found = self._columns("CUPTI_ACTIVITY_KIND_RUNTIME", cols, cols)
         if found is None:
             self.missing.append("CUPTI_ACTIVITY_KIND_RUNTIME")
             return
         table, select = found
-        # Display name: nsys strips a version suffix only when it is `_v` plus exactly four characters.
-        self._insert(
+        self._in_ranges(parts, table, select,
             f"""INSERT INTO api_calls (pid, tid, start_ns, end_ns, dur_ns, name, raw_name, api,
                     correlation_id, is_duplicate)
                 SELECT {PID.format(g="r.globalTid")}, {TID.format(g="r.globalTid")}, r.start, r."end",
-                    r."end" - r.start,
-                    CASE WHEN s.value LIKE '%\\_v____' ESCAPE '\\' THEN s.value[:-7] ELSE s.value END,
-                    s.value,
+                    r."end" - r.start, s.name, s.value,
                     CASE r.eventClass WHEN {EVENT_CLASS_RUNTIME} THEN 'runtime'
                         WHEN {EVENT_CLASS_DRIVER} THEN 'driver' END,
                     r.correlationId, r.eventClass = {EVENT_CLASS_BACKTRACE}
-                FROM _nsys_r r LEFT JOIN _nsys_strings s ON s.id = r.nameId""",
-            {"_nsys_r": self._stream(f"SELECT {select} FROM {table}", table)},
-        )
+                FROM _nsys_x r LEFT JOIN _nsys_api_names s ON s.id = r.nameId""",
+            {"_nsys_api_names": self._api_names()},
+        )  # fmt: skip
+
+    def _api_names(self) -> pa.Table:
+        """StringIds with each string's API display name: nsys strips a version suffix only when it is `_v`
+        plus exactly four characters (worked out once per string, not once per call)."""
+        con = self.con.cursor()
+        try:
+            con.register("_nsys_strings", self.strings)
+            return con.sql(
+                r"""SELECT id, CASE WHEN value LIKE '%\_v____' ESCAPE '\' THEN value[:-7] ELSE value END AS name,
+                       value FROM _nsys_strings"""
+            ).to_arrow_table()
+        finally:
+            con.close()
+
+    def _api_call_notes(self) -> None:
+        """Backtrace duplicates take their call's API kind; notes on them and on calls of no known kind."""
+        if "CUPTI_ACTIVITY_KIND_RUNTIME" in self.missing:
+            return
         counts = self.con.execute(
             "SELECT count(*) FILTER (is_duplicate), count(*) FILTER (api IS NULL AND NOT is_duplicate) "
             "FROM api_calls"
