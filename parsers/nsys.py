@@ -22,6 +22,7 @@ from tracekit import progress
 from tracekit.errors import InputError
 from tracekit.parsers.schema import NO_GPU_ACTIVITY, write_capture
 
+from .nsys_api import api_call_notes, read_api_calls
 from .nsys_graphs import read_graph_nodes
 from .nsys_meta import KERNEL_TABLE, ExportInfo, capture_facts, inspect_export
 from .nsys_parts import OrderedParts, range_filter, rowid_ranges
@@ -36,9 +37,11 @@ COPY_KINDS = [
     "Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP",
     "Unified HtoD", "Unified DtoH", "Unified DtoD",
 ]  # fmt: skip
-EVENT_CLASS_RUNTIME, EVENT_CLASS_DRIVER, EVENT_CLASS_BACKTRACE = 0, 1, 67
 NVTX_RANGE_TYPES = (59, 60, 70, 71)  # push/pop 59, 70; start/end 60, 71 (70/71: NVTXT variants)
 NVTX_DOMAIN_CREATE = 75
+# The columns read of the kernel table (bench/bench_ingest.py reads the same for its bare read).
+KERNEL_COLUMNS = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "demangledName", "shortName",
+                  "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "graphId", "graphNodeId"]  # fmt: skip
 
 
 def read_nsys(path: Path, con: duckdb.DuckDBPyConnection) -> None:
@@ -123,7 +126,7 @@ class _Loader(ArrowStream):
         parts = OrderedParts(self.info.uri, self.path, self.con, self.database)
         try:
             self._kernels(parts)
-            self._api_calls(parts)
+            read_api_calls(self, parts, PID, TID)
             for fraction, stage in ((0.4, self._memops), (0.6, self._ranges),
                                     (0.65, lambda: read_graph_nodes(self, PID, TID))):
                 stage()
@@ -131,7 +134,7 @@ class _Loader(ArrowStream):
         finally:
             parts.wait()
         progress.report(self.path, 0.9)
-        self._api_call_notes()
+        api_call_notes(self)
         self._threads()
         self._processes()
         self._devices()
@@ -160,9 +163,7 @@ class _Loader(ArrowStream):
             parts.submit(table, one)
 
     def _kernels(self, parts: OrderedParts) -> None:
-        wanted = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "demangledName",
-                  "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "graphId",
-                  "graphNodeId"]  # fmt: skip
+        wanted = KERNEL_COLUMNS
         found = self._columns(KERNEL_TABLE, wanted, wanted[:8])
         if found is None:  # no kernel table: a capture without CUDA tracing (noted by _notes)
             return
@@ -181,65 +182,6 @@ class _Loader(ArrowStream):
                 LEFT JOIN _nsys_strings dn ON dn.id = k.demangledName
                 LEFT JOIN _nsys_strings sn ON sn.id = k.shortName""",
         )  # fmt: skip
-
-    def _api_calls(self, parts: OrderedParts) -> None:
-        cols = ["start", "end", "eventClass", "globalTid", "correlationId", "nameId"]
-        found = self._columns("CUPTI_ACTIVITY_KIND_RUNTIME", cols, cols)
-        if found is None:
-            self.missing.append("CUPTI_ACTIVITY_KIND_RUNTIME")
-            return
-        table, select = found
-        self._in_ranges(parts, table, select,
-            f"""INSERT INTO api_calls (pid, tid, start_ns, end_ns, dur_ns, name, raw_name, api,
-                    correlation_id, is_duplicate)
-                SELECT {PID.format(g="r.globalTid")}, {TID.format(g="r.globalTid")}, r.start, r."end",
-                    r."end" - r.start, s.name, s.value,
-                    CASE r.eventClass WHEN {EVENT_CLASS_RUNTIME} THEN 'runtime'
-                        WHEN {EVENT_CLASS_DRIVER} THEN 'driver' END,
-                    r.correlationId, r.eventClass = {EVENT_CLASS_BACKTRACE}
-                FROM _nsys_x r LEFT JOIN _nsys_api_names s ON s.id = r.nameId""",
-            {"_nsys_api_names": self._api_names()},
-        )  # fmt: skip
-
-    def _api_names(self) -> pa.Table:
-        """StringIds with each string's API display name: nsys strips a version suffix only when it is `_v`
-        plus exactly four characters (worked out once per string, not once per call)."""
-        con = self.con.cursor()
-        try:
-            con.register("_nsys_strings", self.strings)
-            return con.sql(
-                r"""SELECT id, CASE WHEN value LIKE '%\_v____' ESCAPE '\' THEN value[:-7] ELSE value END AS name,
-                       value FROM _nsys_strings"""
-            ).to_arrow_table()
-        finally:
-            con.close()
-
-    def _api_call_notes(self) -> None:
-        """Backtrace duplicates take their call's API kind; notes on them and on calls of no known kind."""
-        if "CUPTI_ACTIVITY_KIND_RUNTIME" in self.missing:
-            return
-        counts = self.con.execute(
-            "SELECT count(*) FILTER (is_duplicate), count(*) FILTER (api IS NULL AND NOT is_duplicate) "
-            "FROM api_calls"
-        ).fetchall()[0]
-        duplicates, unknown = counts
-        if duplicates:
-            # A backtrace row repeats a real call (same thread and correlation id): take its API kind.
-            self._run(
-                """UPDATE api_calls d SET api = p.api FROM api_calls p
-                   WHERE d.is_duplicate AND NOT p.is_duplicate AND p.pid = d.pid AND p.tid = d.tid
-                     AND p.correlation_id = d.correlation_id"""
-            )
-            self.notes.append((
-                "backtrace_duplicates", duplicates,
-                "CUDA backtrace rows (eventClass 67) repeating real API calls: kept with is_duplicate, "
-                "excluded from analyses",
-            ))  # fmt: skip
-        if unknown:
-            self.notes.append((
-                "unknown_api_event_class", unknown,
-                "CUPTI_ACTIVITY_KIND_RUNTIME rows neither runtime nor driver calls: kept with api NULL",
-            ))  # fmt: skip
 
     def _memops(self) -> None:
         common = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes"]
