@@ -19,6 +19,7 @@ import gzip
 import re
 import zlib
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +30,20 @@ from tracekit import progress
 from tracekit.errors import InputError
 from tracekit.files import check_decompressed
 from tracekit.parsers.kineto_events import Event, as_int, decode, route
+from tracekit.parsers.kineto_stream import EventBlocks, NotStreamable, TailMismatch
 from tracekit.parsers.kineto_tables import TableWriter
 from tracekit.parsers.registry import UTF8_BOM
-from tracekit.parsers.schema import NO_GPU_ACTIVITY, write_capture
+from tracekit.parsers.schema import NO_GPU_ACTIVITY, TABLES, write_capture
 
 EPOCH_NS = 10**18  # a timeline past 2001 in ns is a wall clock (PyTorch's epoch microseconds)
 
 CHUNK_EVENTS = 100_000
+# Files from this size (on disk; a gzip file: its size times GZIP_RATIO) are read in blocks (kineto_stream),
+# never held whole; smaller ones are held whole, split into event slices and decoded chunk by chunk.
+STREAM_MIN_BYTES = 32 << 20
+GZIP_RATIO = 10
+_BLOCK_DECODER = msgspec.json.Decoder(list[Event])
+Events = tuple[list[Event], float, Counter[str]]  # a chunk's events, how far the file is read, what was skipped
 _READ_BLOCK_BYTES = 1 << 24
 _RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 _LEADING_SPACE = re.compile(rb"[ \t\r\n]*")
@@ -62,10 +70,60 @@ def read_kineto(path: Path, con: duckdb.DuckDBPyConnection) -> None:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        _Reader(path, con, _read_bytes(path)).run()
+        if not _read_in_blocks(path, con):
+            _Reader(path, con, *_split_top(path, _read_bytes(path))).run()
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def _read_in_blocks(path: Path, con: duckdb.DuckDBPyConnection) -> bool:
+    """Read a large file in bounded blocks; False when it is small or its start or end is not the usual
+    shape (then it is read whole, which says what is wrong, and nothing was written)."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+    if size * (GZIP_RATIO if gzipped else 1) < STREAM_MIN_BYTES:
+        return False
+    try:
+        blocks = EventBlocks(path, _BLOCK_DECODER)
+    except NotStreamable:
+        return False
+    reader = _Reader(path, con, blocks.top, _blocked_events(blocks))
+    try:
+        reader.run()
+    except TailMismatch:  # the end read ahead was not the end: forget this file's rows, read it whole
+        for table, columns in TABLES.items():
+            if columns.lstrip().startswith("rank INTEGER"):
+                con.execute(f"DELETE FROM {table} WHERE rank IS NOT DISTINCT FROM $rank", {"rank": reader.rank})
+        return False
+    return True
+
+
+def _blocked_events(blocks: EventBlocks) -> Iterator[Events]:
+    """The events of a file read in blocks, in chunks of ``CHUNK_EVENTS`` (as a file held whole is cut, so
+    both store the same rows in the same order); events of unexpected shape are decoded one by one."""
+    pending: list[Event] = []
+    skipped = Counter[str]()
+    for block in blocks.blocks():
+        pending += decode(block, skipped) if block and isinstance(block[0], msgspec.Raw) else block
+        while len(pending) >= CHUNK_EVENTS:
+            yield pending[:CHUNK_EVENTS], blocks.fraction(), skipped
+            del pending[:CHUNK_EVENTS]
+            skipped = Counter()
+    if pending or skipped:
+        yield pending, 1.0, skipped
+
+
+def _whole_events(raw_events: list[msgspec.Raw | None]) -> Iterator[Events]:
+    """The events of a file held whole, chunk by chunk, each chunk's slices freed once decoded."""
+    n_events = len(raw_events)
+    for start in range(0, n_events, CHUNK_EVENTS):
+        stop = min(start + CHUNK_EVENTS, n_events)
+        skipped = Counter[str]()
+        events = decode(raw_events[start:stop], skipped)
+        raw_events[start:stop] = [None] * (stop - start)  # free the slices as we go
+        yield events, stop / n_events, skipped
 
 
 def _read_bytes(path: Path) -> bytearray:
@@ -92,13 +150,39 @@ def _read_bytes(path: Path) -> bytearray:
         raise InputError(f"{path}: cannot read ({exc})") from None
 
 
+def _split_top(path: Path, buffer: bytearray) -> tuple[dict[str, msgspec.Raw], Iterator[Events]]:
+    """Split the file into its top-level values and its events (zero-copy slices of ``buffer``, decoded chunk
+    by chunk)."""
+    if buffer.startswith(UTF8_BOM):
+        del buffer[:len(UTF8_BOM)]  # a byte-order mark some editors and Windows tools write
+    start = _LEADING_SPACE.match(buffer).end()
+    first = bytes(buffer[start:start + 1])
+    try:
+        if first == b"[":
+            return {}, _whole_events(_RAW_LIST_DECODER.decode(buffer))
+        if first != b"{":
+            raise InputError(f"{path}: not a PyTorch profiler trace (not a JSON object or list); "
+                             "give the file torch.profiler wrote (*.pt.trace.json[.gz])")
+        top = msgspec.json.decode(buffer, type=dict[str, msgspec.Raw])
+        if "traceEvents" not in top:
+            raise InputError(f"{path}: not a PyTorch profiler trace (no traceEvents); "
+                             "give the file torch.profiler wrote (*.pt.trace.json[.gz])")
+        return top, _whole_events(_RAW_LIST_DECODER.decode(top["traceEvents"]))
+    except msgspec.ValidationError:
+        raise InputError(f"{path}: not a PyTorch profiler trace (traceEvents is no list); "
+                         "give the file torch.profiler wrote (*.pt.trace.json[.gz])") from None
+    except msgspec.DecodeError as exc:
+        problem = "truncated JSON" if "truncated" in str(exc) else "invalid JSON"
+        raise InputError(f"{path}: {problem} ({exc}); copy the file again") from None
+
+
 class _Reader:
     """One read: holds the per-file state between the chunks."""
 
-    def __init__(self, path: Path, con: duckdb.DuckDBPyConnection, buffer: bytearray) -> None:
+    def __init__(self, path: Path, con: duckdb.DuckDBPyConnection, top: dict[str, msgspec.Raw],
+                 events: Iterator[Events]) -> None:
         self.path, self.con = path, con
-        self.top, raw_events = self._split_top(buffer)
-        self.raw_events: list[msgspec.Raw | None] = raw_events
+        self.top, self.events = top, events
         self.rank = as_int(self._meta_object("distributedInfo").get("rank"))
         base = self._meta_value("baseTimeNanoseconds")
         self.base_ns = base if type(base) is int else 0
@@ -110,30 +194,6 @@ class _Reader:
         self.threads: dict[tuple[int, int], str] = {}
 
     # ---- top level -------------------------------------------------------------------------------
-
-    def _split_top(self, buffer: bytearray) -> tuple[dict[str, msgspec.Raw], list[msgspec.Raw | None]]:
-        """Split the file into its top-level values and its events, all zero-copy slices of ``buffer``."""
-        if buffer.startswith(UTF8_BOM):
-            del buffer[:len(UTF8_BOM)]  # a byte-order mark some editors and Windows tools write
-        start = _LEADING_SPACE.match(buffer).end()
-        first = bytes(buffer[start:start + 1])
-        try:
-            if first == b"[":
-                return {}, _RAW_LIST_DECODER.decode(buffer)
-            if first != b"{":
-                raise InputError(f"{self.path}: not a PyTorch profiler trace (not a JSON object or list); "
-                                 "give the file torch.profiler wrote (*.pt.trace.json[.gz])")
-            top = msgspec.json.decode(buffer, type=dict[str, msgspec.Raw])
-            if "traceEvents" not in top:
-                raise InputError(f"{self.path}: not a PyTorch profiler trace (no traceEvents); "
-                                 "give the file torch.profiler wrote (*.pt.trace.json[.gz])")
-            return top, _RAW_LIST_DECODER.decode(top["traceEvents"])
-        except msgspec.ValidationError:
-            raise InputError(f"{self.path}: not a PyTorch profiler trace (traceEvents is no list); "
-                             "give the file torch.profiler wrote (*.pt.trace.json[.gz])") from None
-        except msgspec.DecodeError as exc:
-            problem = "truncated JSON" if "truncated" in str(exc) else "invalid JSON"
-            raise InputError(f"{self.path}: {problem} ({exc}); copy the file again") from None
 
     def _meta_value(self, key: str) -> Any:
         """A top-level metadata value decoded, or None when absent or not JSON we can read."""
@@ -153,17 +213,15 @@ class _Reader:
 
     def run(self) -> None:
         """Decode the events chunk by chunk, then write the per-file rows and derived columns."""
-        if not self.raw_events:
+        n_events = recognised = 0
+        for events, fraction, skipped in self.events:
+            self.skipped.update(skipped)
+            n_events += len(events)
+            recognised += self._load_chunk(events)
+            progress.report(self.path, 0.9 * fraction)  # the per-file rows take the rest
+        if n_events == 0 and not self.skipped:
             raise InputError(f"{self.path}: not a PyTorch profiler trace (no trace events); "
                              "give the file torch.profiler wrote (*.pt.trace.json[.gz])")
-        n_events = len(self.raw_events)
-        recognised = 0
-        for start in range(0, n_events, CHUNK_EVENTS):
-            stop = min(start + CHUNK_EVENTS, n_events)
-            events = decode(self.raw_events[start:stop], self.skipped)
-            self.raw_events[start:stop] = [None] * (stop - start)  # free the slices as we go
-            recognised += self._load_chunk(events)
-            progress.report(self.path, 0.9 * stop / n_events)  # the per-file rows take the rest
         self.tables.flush()
         if recognised == 0:
             raise InputError(f"{self.path}: not a PyTorch profiler trace (no trace events with a phase); "
