@@ -28,7 +28,7 @@ import msgspec
 from tracekit.errors import InputError
 from tracekit.files import check_decompressed
 
-BLOCK_BYTES = 16 << 20  # JSON bytes per decoded block (about 70,000 events)
+BLOCK_BYTES = 4 << 20  # JSON bytes per decoded block (about 18,000 events)
 TAIL_BYTES = 1 << 20  # how much of the file's end is read ahead for the top-level values after the events
 MAX_TRIES = 64  # candidate boundaries tried per block before reading on
 _HEAD_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')

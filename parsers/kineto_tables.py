@@ -42,7 +42,7 @@ def msgspec_text(value: object) -> str:
     return str(value) if not isinstance(value, list) else "[" + ", ".join(map(str, value)) + "]"
 
 # Rows appended per INSERT: DuckDB appends far faster in large batches than per 100k-event chunk.
-FLUSH_ROWS = 500_000
+FLUSH_ROWS = 250_000
 _TIMES = "s + $base, e + $base, e - s"
 _READABLE = "s IS NOT NULL AND e IS NOT NULL"
 _INSERT_SQL: dict[str, str] = {
@@ -90,7 +90,9 @@ class TableWriter:
         self.skipped = skipped  # the reader's per-category counts of what was not loaded
         self.hip_api = False
         self._short_names: dict[str, str] = {}
-        self._shapes: list[Event] = []  # cpu ops with recorded input shapes, appended at flush
+        # cpu ops with recorded input shapes, as Arrow per chunk (no event kept: its slices would keep the
+        # file's bytes alive), appended at flush
+        self._shapes: list[pa.Table] = []
         self._launch_kernels: list[pa.Table] = []  # (pid, correlation, kernel) of launch calls naming a kernel
         self._queued: dict[tuple[tuple[str, ...], str], list[pa.Table]] = {}
 
@@ -152,7 +154,13 @@ class TableWriter:
         }
         self._insert(("ranges",), "range", events, columns)
         picked = (events[i] for i in np.flatnonzero(codes == CPU_OP).tolist())
-        self._shapes += [e for e in picked if e.args is not None and len(e.args.input_dims)]
+        if shaped := [e for e in picked if e.args is not None and len(e.args.input_dims)]:
+            start, end = start_end_ns(_texts(shaped, "ts"), _texts(shaped, "dur"))
+            args = [e.args for e in shaped]
+            self._shapes.append(pa.table({
+                "pid": _ints(shaped, "pid"), "tid": _ints(shaped, "tid"), "s": start, "e": end,
+                "name": _strings(shaped, "name"),
+                **{f: pa.array([_compact(getattr(a, f)) for a in args], pa.string()) for f in _SHAPE_FIELDS}}))
 
     def collectives(self, gpu: Sequence[Event], gpu_codes: np.ndarray, ranges: Sequence[Event],
                     range_codes: np.ndarray) -> None:
@@ -228,12 +236,7 @@ class TableWriter:
                 self.con.unregister("_launch_kernels")
             self._launch_kernels = []
         if self._shapes:
-            start, end = start_end_ns(_texts(self._shapes, "ts"), _texts(self._shapes, "dur"))
-            args = [e.args for e in self._shapes]
-            shapes = pa.table({"pid": _ints(self._shapes, "pid"), "tid": _ints(self._shapes, "tid"), "s": start,
-                               "e": end, "name": _strings(self._shapes, "name"),
-                               **{f: [_compact(getattr(a, f)) for a in args] for f in _SHAPE_FIELDS}})
-            self.con.register("_shapes", shapes)
+            self.con.register("_shapes", pa.concat_tables(self._shapes))
             try:
                 self.con.execute("INSERT INTO op_shapes SELECT $rank, pid, tid, s + $base, e + $base, name, "
                                  f"{', '.join(_SHAPE_FIELDS)} FROM _shapes WHERE s IS NOT NULL", self.params)
