@@ -9,6 +9,9 @@ importable; it is never a dependency of tracekit.
     python bench/bench_kineto.py                 # ~1 GB trace (takes minutes, needs ~4 GB RAM)
     python bench/bench_kineto.py --events 200000 # quick run
     python bench/bench_kineto.py --repeat 2 --profile  # fastest of 2 runs, then where the time goes
+    python bench/bench_kineto.py --trace FILE    # a given (real) trace instead of a generated one
+
+HTA reads a folder: a given trace is linked alone into a temporary one for it.
 """
 
 from __future__ import annotations
@@ -209,6 +212,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="number of trace events (default: about 1 GB of JSON)")
     parser.add_argument("--gzip", action="store_true", help="write the trace as .json.gz")
     parser.add_argument("--keep", type=Path, help="write the trace into this folder and keep it")
+    parser.add_argument("--trace", type=Path, help="measure this trace file instead of generating one")
     parser.add_argument("--repeat", type=int, default=1, help="tracekit runs (fastest reported, with the spread)")
     parser.add_argument("--profile", action="store_true",
                         help="one more tracekit run under cProfile: the functions with the most own time")
@@ -219,15 +223,20 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / ("synthetic.pt.trace.json" + (".gz" if args.gzip else ""))
         t0 = time.perf_counter()
-        n = generate(path, args.events)
+        if args.trace:
+            path = folder / args.trace.name
+            path.symlink_to(args.trace.resolve())
+            n = None
+        else:
+            path = folder / ("synthetic.pt.trace.json" + (".gz" if args.gzip else ""))
+            n = generate(path, args.events)
         json_bytes = path.stat().st_size
-        if args.gzip:
+        if path.suffix == ".gz":
             with gzip.open(path, "rb") as g:
                 json_bytes = sum(len(chunk) for chunk in iter(lambda: g.read(1 << 24), b""))
-        print(f"generated {n:,} events, {json_bytes / 1e6:,.1f} MB of JSON "
-              f"({path.stat().st_size / 1e6:,.1f} MB on disk) in {time.perf_counter() - t0:.1f} s")
+        made = f"{args.trace}" if n is None else f"generated {n:,} events in {time.perf_counter() - t0:.1f} s"
+        print(f"{made}: {json_bytes / 1e6:,.1f} MB of JSON ({path.stat().st_size / 1e6:,.1f} MB on disk)")
 
         runs, rows, peak = measure_tracekit(path, Path(tmp), max(1, args.repeat))
         spread = f" (fastest of {len(runs)}: {', '.join(f'{r:.2f}' for r in runs)} s)" if len(runs) > 1 else ""
@@ -240,8 +249,9 @@ def main(argv: list[str] | None = None) -> None:
         if has_hta.returncode != 0:
             print("hta: not importable, skipped (pip install HolisticTraceAnalysis elsewhere; --hta-python)")
             return
-        seconds, _, peak, _ = measure(HTA_CHILD, str(folder), python=args.hta_python)
-        print(f"hta: {seconds:.2f} s, peak RSS {peak / 1e6:,.0f} MB = {peak / json_bytes:.2f}x JSON")
+        seconds, _, hta_peak, _ = measure(HTA_CHILD, str(folder), python=args.hta_python)
+        print(f"hta: {seconds:.2f} s, peak RSS {hta_peak / 1e6:,.0f} MB = {hta_peak / json_bytes:.2f}x JSON")
+        print(f"tracekit vs hta: {seconds / min(runs):.1f}x faster, {peak / hta_peak:.2f} of its peak memory")
 
 
 if __name__ == "__main__":
