@@ -49,34 +49,41 @@ def nest(group_iv: np.ndarray, start: np.ndarray, end: np.ndarray, group_pt: np.
     if n_iv:
         cand[0] = -1
         cand[1:][g[1:] != g[:-1]] = -1
-    idx = np.arange(n_iv)
-    while True:
-        live = cand >= 0
-        bad = live.copy()
-        bad[live] = ~((e[cand[live]] > s[idx[live]]) & (e[cand[live]] >= e[idx[live]]))
-        if not bad.any():
-            break
-        cand[bad] = cand[cand[bad]]
+    todo = np.flatnonzero(cand >= 0)  # intervals whose candidate is not yet known to enclose them
+    while todo.size:
+        c = cand[todo]
+        todo = todo[~((e[c] > s[todo]) & (e[c] >= e[todo]))]
+        cand[todo] = cand[cand[todo]]
+        todo = todo[cand[todo] >= 0]
     parent_sorted = cand
     parent = np.full(n_iv, -1, dtype=np.int64)
     parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
     inner_sorted = np.full(len(t), -1, dtype=np.int64)
     if n_iv and len(t):
         bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])
+        by_group = np.argsort(group_pt, kind="stable")
+        groups = group_pt[by_group]
         for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            mine = np.flatnonzero(group_pt == g[lo])
+            mine = by_group[np.searchsorted(groups, g[lo], "left"):np.searchsorted(groups, g[lo], "right")]
             if mine.size:
                 pos = lo + np.searchsorted(s[lo:hi], t[mine], side="right") - 1
                 inner_sorted[mine] = np.where(pos >= lo, pos, -1)
-        while True:
-            live = np.flatnonzero(inner_sorted >= 0)
-            closed = live[e[inner_sorted[live]] <= t[live]]
-            if closed.size == 0:
-                break
-            inner_sorted[closed] = parent_sorted[inner_sorted[closed]]
+        todo = np.flatnonzero(inner_sorted >= 0)
+        while todo.size:
+            todo = todo[e[inner_sorted[todo]] <= t[todo]]  # closed before the point: walk up
+            inner_sorted[todo] = parent_sorted[inner_sorted[todo]]
+            todo = todo[inner_sorted[todo] >= 0]
     inner = np.where(inner_sorted >= 0, order[np.maximum(inner_sorted, 0)], -1) if n_iv else inner_sorted
     return parent, inner
 
+
+#: each distinct (op, recorded inputs) once, numbered in the order of its inputs (what picks one of an op's
+#: duplicate rows below); its work (``WORK_COLUMNS``) is worked out once per row
+_SIGNATURES_SQL = """
+    SELECT (row_number() OVER (ORDER BY input_dims, input_types, input_strides, concrete_inputs, name) - 1)::BIGINT
+           AS sig, *
+    FROM (SELECT DISTINCT name, input_dims, input_types, input_strides, concrete_inputs FROM {prefix}op_shapes)
+"""
 
 _NODES_SQL = """
     WITH r AS (
@@ -87,17 +94,19 @@ _NODES_SQL = """
         WHERE end_ns IS NOT NULL AND tid IS NOT NULL AND (kind = 'op'
            OR (kind = 'python' AND starts_with(name, 'nn.Module: '))
            OR (kind = 'range' AND NOT regexp_matches(name, '^ProfilerStep#')))),
-    -- int-us traces record ops of one thread with the same start: end and a full order make the match one row
-    s AS (SELECT DISTINCT ON (rank, pid, tid, start_ns, end_ns, name) * FROM {prefix}op_shapes
-          ORDER BY rank, pid, tid, start_ns, end_ns, name, input_dims, input_types, input_strides, concrete_inputs)
-    SELECT r.*, s.input_dims, s.input_types, s.input_strides, s.concrete_inputs,
+    -- each op's signature (a hash join on the inputs' text, then integers); int-us traces record ops of one
+    -- thread with the same start: end and the smallest signature (the first inputs in order) make it one row
+    s AS (SELECT o.rank, o.pid, o.tid, o.start_ns, o.end_ns, o.name, min(w.sig) AS sig
+          FROM {prefix}op_shapes o JOIN {work} w ON w.name = o.name AND w.input_dims IS NOT DISTINCT FROM o.input_dims
+           AND w.input_types IS NOT DISTINCT FROM o.input_types
+           AND w.input_strides IS NOT DISTINCT FROM o.input_strides
+           AND w.concrete_inputs IS NOT DISTINCT FROM o.concrete_inputs
+          GROUP BY ALL)
+    SELECT r.*, w.input_dims, w.input_types, w.input_strides, w.concrete_inputs,
            w.family, w.flops, w.hbm_bytes, w.precision, w.detail
     FROM r LEFT JOIN s ON r.source = 'op' AND s.rank = r.rank AND s.pid = r.pid AND s.tid = r.tid
                       AND s.start_ns = r.start_ns AND s.end_ns = r.end_ns AND s.name = r.name
-    LEFT JOIN {work} w ON w.name = r.name AND w.input_dims = s.input_dims  -- equalities: a hash join
-         AND coalesce(w.input_types, '') = coalesce(s.input_types, '')
-         AND coalesce(w.input_strides, '') = coalesce(s.input_strides, '')
-         AND coalesce(w.concrete_inputs, '') = coalesce(s.concrete_inputs, '')
+    LEFT JOIN {work} w ON w.sig = s.sig
 """
 
 
@@ -107,9 +116,7 @@ def op_nodes(con: duckdb.DuckDBPyConnection, prefix: str = "", table: str = "_op
     (``WORK_COLUMNS``, worked out once per distinct op and inputs) and ``parent`` (row); the recorded inputs stay
     in the database (temp table ``table``; ``register_attribution`` keeps them in the ``op_nodes`` table).
     ``prefix``: of the store's tables read (``capture_``: a graph-capture trace's)."""
-    distinct = con.sql("SELECT DISTINCT name, input_dims, input_types, input_strides, concrete_inputs FROM "
-                       f"{prefix}op_shapes WHERE input_dims IS NOT NULL").pl()
-    work = _with_work(distinct)  # noqa: F841 - read by DuckDB below
+    work = _with_work(con.sql(_SIGNATURES_SQL.format(prefix=prefix)).pl())  # noqa: F841 - read by DuckDB below
     con.execute(f"CREATE OR REPLACE TEMP TABLE {table}_work AS SELECT * FROM work")
     con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS "
                 + _NODES_SQL.format(prefix=prefix, work=f"{table}_work"))
@@ -190,6 +197,16 @@ def _name_flags(name: str, source: str) -> tuple[bool, bool, bool]:
     return attn_op, attn_module, bool(PROJECTION_REGEX.search(name))
 
 
+def _flags(nodes: pl.DataFrame) -> np.ndarray:
+    """``_name_flags`` of every node (n x 3), worked out once per distinct name and source."""
+    keys = nodes.select("name", "source")
+    distinct = keys.unique()
+    flags = np.array([_name_flags(a, b) for a, b in distinct.iter_rows()], dtype=bool).reshape(len(distinct), 3)
+    code = keys.join(distinct.with_row_index("_code"), on=["name", "source"], how="left", nulls_equal=True,
+                     maintain_order="left")["_code"].to_numpy()
+    return flags[code]
+
+
 def node_chains(nodes: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per node: its unit (the outermost cpu op with a work model on its chain, else the innermost cpu op; -1
     none), its innermost module (itself for a module) and whether it is attention (under an attention op, or
@@ -202,8 +219,7 @@ def node_chains(nodes: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray
     has_work = (nodes["has_work"].to_numpy() if "has_work" in nodes.columns
                 else nodes["family"].is_not_null().to_numpy() if "family" in nodes.columns
                 else np.array([w is not None for w in node_work(nodes)], dtype=bool))
-    flags = np.array([_name_flags(a, b) for a, b in zip(nodes["name"].to_list(), sources.tolist(), strict=True)],
-                     dtype=bool).reshape(n, 3)
+    flags = _flags(nodes)
     depth = np.zeros(n, dtype=np.int64)
     up = parent.copy()
     while (live := up >= 0).any():
@@ -242,15 +258,15 @@ def attribute(nodes: pl.DataFrame, gpu: pl.DataFrame, base_class: dict[str, str]
         arr = values.astype(dtype) if len(values) else np.asarray([missing], dtype=dtype)
         return np.where(has, arr[at], missing)
 
-    attn = pick(attention, False, bool)
-    memop = gpu["is_memop"].to_numpy()
-    names = gpu["name"].to_list()
-    base = [n if m else base_class.get(n, "other") for n, m in zip(names, memop.tolist(), strict=True)]
-    cls = ["attn_core" if a and not m and b not in keep else b
-           for a, b, m in zip(attn.tolist(), base, memop.tolist(), strict=True)]
+    attn = pl.Series("attention", pick(attention, False, bool), pl.Boolean)
+    name = pl.col("name")
+    base = (pl.when(name.is_null()).then(pl.lit("other"))
+            .otherwise(name.replace_strict(base_class, default="other", return_dtype=pl.String)))
+    cls = (pl.when(pl.col("is_memop")).then(name)
+           .when(pl.col("attention") & ~base.is_in(list(keep))).then(pl.lit("attn_core")).otherwise(base)
+           .alias("class"))
     return gpu.with_columns(pl.Series("unit", pick(unit, -1, np.int64), pl.Int64),
-                            pl.Series("module", pick(module, -1, np.int64), pl.Int64),
-                            pl.Series("attention", attn, pl.Boolean), pl.Series("class", cls, pl.String))
+                            pl.Series("module", pick(module, -1, np.int64), pl.Int64), attn).with_columns(cls)
 
 
 def register_attribution(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> None:

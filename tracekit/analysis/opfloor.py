@@ -40,6 +40,46 @@ class OpFloor:
     units: pl.DataFrame | None = None  # one row per (step, unit): for layers and work inflation
 
 
+# Per (step, unit): its kernels' time, first kernel's stream and start, class with most time; joined to the
+# unit's work (op_nodes), its floor at the GPU's peaks (FP8 peak for FP8 inputs, else BF16).
+_UNITS_SQL = """
+    WITH k AS (
+        SELECT w.step, k.unit, k.module, k.stream_id, k.start_ns, k.dur_ns, k.class, k.attention
+        FROM kernel_ops k ASOF JOIN _op_windows w
+          ON k.rank = w.rank AND k.device_id = w.device_id AND k.start_ns >= w.w_start
+        WHERE k.start_ns < w.w_end),
+    c AS (SELECT step, unit, class FROM (SELECT step, unit, class, sum(dur_ns) AS ns FROM k GROUP BY ALL)
+          QUALIFY row_number() OVER (PARTITION BY step, unit ORDER BY ns DESC, class) = 1),
+    u AS (SELECT step, unit, sum(dur_ns)::BIGINT AS measured_ns,
+                 first(stream_id ORDER BY start_ns, stream_id) AS stream_id, min(start_ns) AS start_ns,
+                 first(module ORDER BY start_ns, stream_id, module) AS module, bool_or(attention) AS attention
+          FROM k GROUP BY step, unit)
+    SELECT u.*, c.class,
+           n.name AS op, n.family, n.detail, n.flops, n.hbm_bytes,
+           coalesce(n.flops, 0) / (CASE WHEN n.precision = 'fp8' THEN $fp8 ELSE $bf16 END) * 1e9 AS compute_ns,
+           coalesce(n.hbm_bytes, 0) / $bw * 1e9 AS memory_ns,
+           greatest(coalesce(n.flops, 0) / (CASE WHEN n.precision = 'fp8' THEN $fp8 ELSE $bf16 END) * 1e9,
+                    coalesce(n.hbm_bytes, 0) / $bw * 1e9) AS t_opt_ns,
+           -- the same at the attainable ceilings (floor/ceilings.py: best measured rates)
+           greatest(coalesce(n.flops, 0) / (CASE WHEN n.family = 'attention' THEN
+                        (CASE WHEN n.precision = 'fp8' THEN $a_att8 ELSE $a_att16 END)
+                    ELSE (CASE WHEN n.precision = 'fp8' THEN $a_gemm8 ELSE $a_gemm16 END) END) * 1e9,
+                    coalesce(n.hbm_bytes, 0) / $a_bw * 1e9) AS attainable_ns,
+           n.family IS NOT NULL AS has_floor
+    FROM u JOIN c USING (step, unit) LEFT JOIN op_nodes n ON n.node = u.unit
+    ORDER BY u.step, u.start_ns, u.unit
+    """
+
+
+def _rates(gpu: GpuSpec) -> dict[str, float]:
+    """The peaks and attainable ceilings ``_UNITS_SQL`` reads."""
+    return {"fp8": gpu.peak_flops_per_s("fp8"), "bf16": gpu.peak_flops_per_s("bf16"),
+            "bw": gpu.hbm_bytes_per_s, "a_bw": ceiling(gpu, "hbm").rate_per_s,
+            "a_gemm8": ceiling(gpu, "gemm", "fp8").rate_per_s, "a_gemm16": ceiling(gpu, "gemm", "bf16").rate_per_s,
+            "a_att8": ceiling(gpu, "attention", "fp8").rate_per_s,
+            "a_att16": ceiling(gpu, "attention", "bf16").rate_per_s}
+
+
 def unit_frame(con: duckdb.DuckDBPyConnection, steps: list[StepAccount], gpu: GpuSpec) -> pl.DataFrame:
     """One row per (step, unit) of the analysed steps: measured GPU time, its floor, stream, class, module."""
     windows = pl.DataFrame({"step": list(range(len(steps))), "rank": [a.rank for a in steps],
@@ -49,40 +89,7 @@ def unit_frame(con: duckdb.DuckDBPyConnection, steps: list[StepAccount], gpu: Gp
                                    "w_end": pl.Int64})
     con.register("_op_windows", windows)
     try:
-        # Per (step, unit): its kernels' time, first kernel's stream and start, class with most time; joined
-        # to the unit's work (op_nodes), its floor at the GPU's peaks (FP8 peak for FP8 inputs, else BF16).
-        return con.sql("""
-            WITH k AS (
-                SELECT w.step, k.unit, k.module, k.stream_id, k.start_ns, k.dur_ns, k.class, k.attention
-                FROM kernel_ops k ASOF JOIN _op_windows w
-                  ON k.rank = w.rank AND k.device_id = w.device_id AND k.start_ns >= w.w_start
-                WHERE k.start_ns < w.w_end),
-            c AS (SELECT step, unit, class FROM (SELECT step, unit, class, sum(dur_ns) AS ns FROM k GROUP BY ALL)
-                  QUALIFY row_number() OVER (PARTITION BY step, unit ORDER BY ns DESC, class) = 1),
-            u AS (SELECT step, unit, sum(dur_ns)::BIGINT AS measured_ns,
-                         first(stream_id ORDER BY start_ns, stream_id) AS stream_id, min(start_ns) AS start_ns,
-                         first(module ORDER BY start_ns, stream_id, module) AS module, bool_or(attention) AS attention
-                  FROM k GROUP BY step, unit)
-            SELECT u.*, c.class,
-                   n.name AS op, n.family, n.detail, n.flops, n.hbm_bytes,
-                   coalesce(n.flops, 0) / (CASE WHEN n.precision = 'fp8' THEN $fp8 ELSE $bf16 END) * 1e9 AS compute_ns,
-                   coalesce(n.hbm_bytes, 0) / $bw * 1e9 AS memory_ns,
-                   greatest(coalesce(n.flops, 0) / (CASE WHEN n.precision = 'fp8' THEN $fp8 ELSE $bf16 END) * 1e9,
-                            coalesce(n.hbm_bytes, 0) / $bw * 1e9) AS t_opt_ns,
-                   -- the same at the attainable ceilings (floor/ceilings.py: best measured rates)
-                   greatest(coalesce(n.flops, 0) / (CASE WHEN n.family = 'attention' THEN
-                                (CASE WHEN n.precision = 'fp8' THEN $a_att8 ELSE $a_att16 END)
-                            ELSE (CASE WHEN n.precision = 'fp8' THEN $a_gemm8 ELSE $a_gemm16 END) END) * 1e9,
-                            coalesce(n.hbm_bytes, 0) / $a_bw * 1e9) AS attainable_ns,
-                   n.family IS NOT NULL AS has_floor
-            FROM u JOIN c USING (step, unit) LEFT JOIN op_nodes n ON n.node = u.unit
-            ORDER BY u.step, u.start_ns, u.unit
-        """, params={"fp8": gpu.peak_flops_per_s("fp8"), "bf16": gpu.peak_flops_per_s("bf16"),
-                     "bw": gpu.hbm_bytes_per_s, "a_bw": ceiling(gpu, "hbm").rate_per_s,
-                     "a_gemm8": ceiling(gpu, "gemm", "fp8").rate_per_s,
-                     "a_gemm16": ceiling(gpu, "gemm", "bf16").rate_per_s,
-                     "a_att8": ceiling(gpu, "attention", "fp8").rate_per_s,
-                     "a_att16": ceiling(gpu, "attention", "bf16").rate_per_s}).pl().rechunk()
+        return con.sql(_UNITS_SQL, params=_rates(gpu)).pl().rechunk()
         # one chunk: float sums over it add in row order, whatever number of batches DuckDB's threads made
     finally:
         con.unregister("_op_windows")
