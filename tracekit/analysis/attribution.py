@@ -47,8 +47,9 @@ def nest(group_iv: np.ndarray, start: np.ndarray, end: np.ndarray, group_pt: np.
     g, s, e = group_iv[order], start[order], end[order]
     cand = np.arange(n_iv, dtype=np.int64) - 1
     if n_iv:
-        cand[0] = -1
-        cand[1:][g[1:] != g[:-1]] = -1
+        # no interval of its group before it ends after it starts (a top-level one): no parent, no walk
+        ended = pl.DataFrame({"g": g, "e": e}).select(pl.col("e").cum_max().shift(1).over("g"))["e"]
+        cand[ended.is_null().to_numpy() | (ended.fill_null(0).to_numpy() <= s)] = -1
     todo = np.flatnonzero(cand >= 0)  # intervals whose candidate is not yet known to enclose them
     while todo.size:
         c = cand[todo]
@@ -214,8 +215,7 @@ def node_chains(nodes: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray
     roots down, one depth level at a time."""
     n = len(nodes)
     parent = nodes["parent"].to_numpy().astype(np.int64)
-    sources = nodes["source"].to_numpy()
-    is_op, is_module = sources == "op", sources == "python"
+    is_op, is_module = ((nodes["source"] == k).fill_null(False).to_numpy() for k in ("op", "python"))
     has_work = (nodes["has_work"].to_numpy() if "has_work" in nodes.columns
                 else nodes["family"].is_not_null().to_numpy() if "family" in nodes.columns
                 else np.array([w is not None for w in node_work(nodes)], dtype=bool))
@@ -288,7 +288,7 @@ def register_attribution(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> N
                           "module_of": pl.Series(module, dtype=pl.Int64),
                           "module_parent": pl.Series(module_parent, dtype=pl.Int64)})
     con.execute("CREATE TEMP TABLE op_nodes AS SELECT n.* EXCLUDE (thread), l.parent, l.module_of, l.module_parent "
-                "FROM _op_nodes n JOIN links l USING (node) ORDER BY node")
+                "FROM _op_nodes n JOIN links l USING (node)")  # unordered: readers order by node
     con.execute("DROP TABLE _op_nodes")
     con.execute("CREATE TEMP TABLE kernel_ops AS SELECT * FROM ops")
 

@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from tracekit.analysis.accounting import StepAccount
+from tracekit.analysis.op_units import UNIT_SCHEMA, unit_rows
 from tracekit.floor import NEAR_FLOOR_THRESHOLD, Placement, place_bound
 from tracekit.floor.ceilings import ceiling
 from tracekit.floor.hardware import GpuSpec
@@ -40,59 +41,38 @@ class OpFloor:
     units: pl.DataFrame | None = None  # one row per (step, unit): for layers and work inflation
 
 
-# Per (step, unit): its kernels' time, first kernel's stream and start, class with most time; joined to the
-# unit's work (op_nodes), its floor at the GPU's peaks (FP8 peak for FP8 inputs, else BF16).
-_UNITS_SQL = """
-    WITH k AS (
-        SELECT w.step, k.unit, k.module, k.stream_id, k.start_ns, k.dur_ns, k.class, k.attention
-        FROM kernel_ops k ASOF JOIN _op_windows w
-          ON k.rank = w.rank AND k.device_id = w.device_id AND k.start_ns >= w.w_start
-        WHERE k.start_ns < w.w_end),
-    c AS (SELECT step, unit, class FROM (SELECT step, unit, class, sum(dur_ns) AS ns FROM k GROUP BY ALL)
-          QUALIFY row_number() OVER (PARTITION BY step, unit ORDER BY ns DESC, class) = 1),
-    u AS (SELECT step, unit, sum(dur_ns)::BIGINT AS measured_ns,
-                 first(stream_id ORDER BY start_ns, stream_id) AS stream_id, min(start_ns) AS start_ns,
-                 first(module ORDER BY start_ns, stream_id, module) AS module, bool_or(attention) AS attention
-          FROM k GROUP BY step, unit)
-    SELECT u.*, c.class,
-           n.name AS op, n.family, n.detail, n.flops, n.hbm_bytes,
-           coalesce(n.flops, 0) / (CASE WHEN n.precision = 'fp8' THEN $fp8 ELSE $bf16 END) * 1e9 AS compute_ns,
-           coalesce(n.hbm_bytes, 0) / $bw * 1e9 AS memory_ns,
-           greatest(coalesce(n.flops, 0) / (CASE WHEN n.precision = 'fp8' THEN $fp8 ELSE $bf16 END) * 1e9,
-                    coalesce(n.hbm_bytes, 0) / $bw * 1e9) AS t_opt_ns,
-           -- the same at the attainable ceilings (floor/ceilings.py: best measured rates)
-           greatest(coalesce(n.flops, 0) / (CASE WHEN n.family = 'attention' THEN
-                        (CASE WHEN n.precision = 'fp8' THEN $a_att8 ELSE $a_att16 END)
-                    ELSE (CASE WHEN n.precision = 'fp8' THEN $a_gemm8 ELSE $a_gemm16 END) END) * 1e9,
-                    coalesce(n.hbm_bytes, 0) / $a_bw * 1e9) AS attainable_ns,
-           n.family IS NOT NULL AS has_floor
-    FROM u JOIN c USING (step, unit) LEFT JOIN op_nodes n ON n.node = u.unit
-    ORDER BY u.step, u.start_ns, u.unit
-    """
-
-
-def _rates(gpu: GpuSpec) -> dict[str, float]:
-    """The peaks and attainable ceilings ``_UNITS_SQL`` reads."""
-    return {"fp8": gpu.peak_flops_per_s("fp8"), "bf16": gpu.peak_flops_per_s("bf16"),
-            "bw": gpu.hbm_bytes_per_s, "a_bw": ceiling(gpu, "hbm").rate_per_s,
-            "a_gemm8": ceiling(gpu, "gemm", "fp8").rate_per_s, "a_gemm16": ceiling(gpu, "gemm", "bf16").rate_per_s,
-            "a_att8": ceiling(gpu, "attention", "fp8").rate_per_s,
-            "a_att16": ceiling(gpu, "attention", "bf16").rate_per_s}
-
-
 def unit_frame(con: duckdb.DuckDBPyConnection, steps: list[StepAccount], gpu: GpuSpec) -> pl.DataFrame:
-    """One row per (step, unit) of the analysed steps: measured GPU time, its floor, stream, class, module."""
-    windows = pl.DataFrame({"step": list(range(len(steps))), "rank": [a.rank for a in steps],
-                            "device_id": [a.device_id for a in steps],
-                            "w_start": [a.window.start_ns for a in steps], "w_end": [a.window.end_ns for a in steps]},
-                           schema={"step": pl.Int64, "rank": pl.Int32, "device_id": pl.Int32, "w_start": pl.Int64,
-                                   "w_end": pl.Int64})
-    con.register("_op_windows", windows)
-    try:
-        return con.sql(_UNITS_SQL, params=_rates(gpu)).pl().rechunk()
-        # one chunk: float sums over it add in row order, whatever number of batches DuckDB's threads made
-    finally:
-        con.unregister("_op_windows")
+    """One row per (step, unit) of the analysed steps (``op_units.unit_rows``: measured GPU time, first stream,
+    start and module, class with most time), with the unit's op and work (``op_nodes``) and its floor at the GPU's
+    peaks (FP8 peak for FP8 inputs, else BF16) and at the attainable ceilings (floor/ceilings.py: best measured
+    rates), in (step, start, unit) order and one chunk: float sums over it add in row order."""
+    units = unit_rows(con, steps)
+    work = con.sql("SELECT node, name AS op, family, detail, flops, hbm_bytes, precision FROM op_nodes").pl()
+    # each unit's op by position (a gather, not a join): row i of ``work`` is node ``node[i]``; -1 the null row
+    node = work["node"].to_numpy()
+    row = np.full(int(node.max()) + 1 if len(node) else 0, len(node), dtype=np.int64)
+    row[node] = np.arange(len(node))
+    unit = units["unit"].to_numpy()
+    at = np.full(len(unit), len(node), dtype=np.int64)
+    known = (unit >= 0) & (unit < len(row))
+    at[known] = row[unit[known]]
+    units = pl.concat([units, pl.concat([work.drop("node"), work.drop("node").clear(1)]).select(
+        pl.all().gather(at))], how="horizontal")
+    fp8 = pl.col("precision") == "fp8"
+    flops, hbm = pl.col("flops").fill_null(0.0), pl.col("hbm_bytes").fill_null(0.0)
+    peak = pl.when(fp8).then(gpu.peak_flops_per_s("fp8")).otherwise(gpu.peak_flops_per_s("bf16"))
+    attainable = (pl.when(pl.col("family") == "attention")
+                  .then(pl.when(fp8).then(ceiling(gpu, "attention", "fp8").rate_per_s)
+                        .otherwise(ceiling(gpu, "attention", "bf16").rate_per_s))
+                  .otherwise(pl.when(fp8).then(ceiling(gpu, "gemm", "fp8").rate_per_s)
+                             .otherwise(ceiling(gpu, "gemm", "bf16").rate_per_s)))
+    compute, memory = flops / peak * 1e9, hbm / gpu.hbm_bytes_per_s * 1e9
+    return units.select(
+        *UNIT_SCHEMA, "op", "family", "detail", "flops", "hbm_bytes", compute.alias("compute_ns"),
+        memory.alias("memory_ns"), pl.max_horizontal(compute, memory).alias("t_opt_ns"),
+        pl.max_horizontal(flops / attainable * 1e9, hbm / ceiling(gpu, "hbm").rate_per_s * 1e9)
+        .alias("attainable_ns"),
+        pl.col("family").is_not_null().alias("has_floor")).sort("step", "start_ns", "unit").rechunk()
 
 
 def step_floor(units: pl.DataFrame, gpu: GpuSpec) -> pl.DataFrame:
@@ -225,10 +205,10 @@ def _stable(value: Any) -> Any:
 def _min_ratio(units: pl.DataFrame) -> dict[str, Any] | None:
     """The op instance closest to (or under) its floor: measured / t_opt, with its op and shapes."""
     floored = units.filter(pl.col("t_opt_ns") > 0).with_columns((pl.col("measured_ns") / pl.col("t_opt_ns"))
-                                                                .alias("r")).sort(["r", "step", "unit"])
+                                                                .alias("r"))
     if floored.is_empty():
         return None
-    r = floored.row(0, named=True)
+    r = floored.filter(pl.col("r") == pl.col("r").min()).sort(["step", "unit"]).row(0, named=True)
     return {"ratio": r["r"], "op": r["op"], "shapes": r["detail"], "measured_ns": r["measured_ns"],
             "t_opt_ns": r["t_opt_ns"]}
 
