@@ -43,7 +43,7 @@ def nest(group_iv: np.ndarray, start: np.ndarray, end: np.ndarray, group_pt: np.
     found by walking up from its predecessor with pointer jumps, a point's node by a binary search for the last
     interval starting at or before it, then walking up its parents until one is still open."""
     n_iv = len(start)
-    order = np.lexsort((-end, start, group_iv))
+    order = np.arange(n_iv) if _is_sorted(group_iv, start, end) else np.lexsort((-end, start, group_iv))
     g, s, e = group_iv[order], start[order], end[order]
     cand = np.arange(n_iv, dtype=np.int64) - 1
     if n_iv:
@@ -76,6 +76,14 @@ def nest(group_iv: np.ndarray, start: np.ndarray, end: np.ndarray, group_pt: np.
             todo = todo[inner_sorted[todo] >= 0]
     inner = np.where(inner_sorted >= 0, order[np.maximum(inner_sorted, 0)], -1) if n_iv else inner_sorted
     return parent, inner
+
+
+def _is_sorted(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> bool:
+    """Whether the intervals are already in (group, start, longest first) order (``op_nodes``' rows are)."""
+    if len(start) < 2:
+        return True
+    dg, ds = np.diff(group), np.diff(start)
+    return bool(np.all((dg > 0) | ((dg == 0) & ((ds > 0) | ((ds == 0) & (end[1:] <= end[:-1]))))))
 
 
 #: each distinct (op, recorded inputs) once, numbered in the order of its inputs (what picks one of an op's
@@ -287,9 +295,10 @@ def register_attribution(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> N
     links = pl.DataFrame({"node": nodes["node"], "parent": nodes["parent"],  # noqa: F841 - read by DuckDB below
                           "module_of": pl.Series(module, dtype=pl.Int64),
                           "module_parent": pl.Series(module_parent, dtype=pl.Int64)})
-    con.execute("CREATE TEMP TABLE op_nodes AS SELECT n.* EXCLUDE (thread), l.parent, l.module_of, l.module_parent "
-                "FROM _op_nodes n JOIN links l USING (node)")  # unordered: readers order by node
-    con.execute("DROP TABLE _op_nodes")
+    # a view, not a copy of every node's text: readers select a few columns of it
+    con.execute("CREATE TEMP TABLE _op_links AS SELECT * FROM links")
+    con.execute("CREATE TEMP VIEW op_nodes AS SELECT n.* EXCLUDE (thread), l.parent, l.module_of, l.module_parent "
+                "FROM _op_nodes n JOIN _op_links l USING (node)")
     con.execute("CREATE TEMP TABLE kernel_ops AS SELECT * FROM ops")
 
 
