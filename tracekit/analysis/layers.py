@@ -96,9 +96,11 @@ def layer_tables(modules: Modules, units: pl.DataFrame, n_steps: int) -> dict[st
     ``measured_ns``, ``t_opt_ns``): the block, one row per layer index, one per module type inside the block."""
     if not modules.names:
         return None
-    mods = units["module"].fill_null(-1).to_list()
-    measured, floor = units["measured_ns"].to_list(), units["t_opt_ns"].to_list()
-    block = find_block(modules, modules.time_by_module(mods, measured))
+    mods = units["module"].fill_null(-1).to_numpy()
+    measured, floor = units["measured_ns"].to_numpy(), units["t_opt_ns"].to_numpy().astype(np.float64)
+    distinct, row_of = np.unique(mods, return_inverse=True)  # per row, its module among the distinct ones
+    module_ns = np.bincount(row_of, weights=measured, minlength=len(distinct))  # integers: exact in a double
+    block = find_block(modules, modules.time_by_module(distinct.tolist(), module_ns.tolist()))
     if block is None:
         return None
     by_parent: dict[int, list[int]] = defaultdict(list)
@@ -106,23 +108,38 @@ def layer_tables(modules: Modules, units: pl.DataFrame, n_steps: int) -> dict[st
         if module_type(n) == block.type:
             by_parent[modules.parent[m]].append(m)
     index = {m: k for members in by_parent.values() for k, m in enumerate(sorted(members))}
-    per_layer: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0])
-    per_type: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    # Per distinct module: its layer index (-1: in no layer) and the module types on its chain below the layer.
+    layer_of = np.full(len(distinct), -1, dtype=np.int64)
+    below: dict[str, np.ndarray] = {}  # type -> per distinct module, how often the type is on its chain below
     type_instances: dict[str, set[int]] = defaultdict(set)
-    for m, ns, fl in zip(mods, measured, floor, strict=True):
+    types_on: dict[int, list[str]] = {}  # per distinct module, the types below its layer in chain order
+    for i, m in enumerate(distinct.tolist()):
         chain = modules.chains.get(m, ())
         layer = next((a for a in chain if a in index), None)
         if layer is None:
             continue
-        per_layer[index[layer]][0] += ns
-        per_layer[index[layer]][1] += fl
-        for a in chain:
-            if a == layer:
-                break
+        layer_of[i] = index[layer]
+        types_on[i] = [module_type(modules.names[a]) for a in chain[:chain.index(layer)]]
+        for a in chain[:chain.index(layer)]:
             t = module_type(modules.names[a])
-            per_type[t][0] += ns
-            per_type[t][1] += fl
+            below.setdefault(t, np.zeros(len(distinct), dtype=np.int64))[i] += 1
             type_instances[t].add(a)
+    # Sums in row order, one addition after another (np.cumsum), as a loop over the rows would add them.
+    row_layer = layer_of[row_of]
+    per_layer: dict[int, list[float]] = {}
+    for k in np.unique(row_layer[row_layer >= 0]).tolist():
+        mine = row_layer == k
+        per_layer[k] = [float(measured[mine].sum()), float(np.cumsum(floor[mine])[-1])]
+    per_type: dict[str, list[float]] = {}
+    seen: dict[str, tuple[int, int]] = {}  # type -> (first row, place on that row's chain): a loop's first sight
+    for t, count in below.items():
+        times = count[row_of]
+        mine = times > 0
+        first = int(np.argmax(mine))
+        seen[t] = (first, types_on[int(row_of[first])].index(t))
+        per_type[t] = [float((measured[mine] * times[mine]).sum()), float(np.cumsum(np.repeat(floor[mine],
+                                                                                             times[mine]))[-1])]
+    per_type = {t: per_type[t] for t in sorted(per_type, key=lambda t: seen[t])}
     rows = [{"layer": k, "measured_ns": int(v[0] / n_steps), "t_opt_ns": int(round(v[1] / n_steps)),
              "ratio": v[0] / v[1] if v[1] else None} for k, v in sorted(per_layer.items())]
     median = float(np.median([r["measured_ns"] for r in rows])) if rows else 0.0
