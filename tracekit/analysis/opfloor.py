@@ -58,20 +58,20 @@ def unit_frame(con: duckdb.DuckDBPyConnection, steps: list[StepAccount], gpu: Gp
     at[known] = row[unit[known]]
     units = pl.concat([units, pl.concat([work.drop("node"), work.drop("node").clear(1)]).select(
         pl.all().gather(at))], how="horizontal")
-    fp8 = pl.col("precision") == "fp8"
-    flops, hbm = pl.col("flops").fill_null(0.0), pl.col("hbm_bytes").fill_null(0.0)
-    peak = pl.when(fp8).then(gpu.peak_flops_per_s("fp8")).otherwise(gpu.peak_flops_per_s("bf16"))
-    attainable = (pl.when(pl.col("family") == "attention")
-                  .then(pl.when(fp8).then(ceiling(gpu, "attention", "fp8").rate_per_s)
-                        .otherwise(ceiling(gpu, "attention", "bf16").rate_per_s))
-                  .otherwise(pl.when(fp8).then(ceiling(gpu, "gemm", "fp8").rate_per_s)
-                             .otherwise(ceiling(gpu, "gemm", "bf16").rate_per_s)))
+    # the floors in numpy, each as (work / rate) * 1e9 like the SQL it replaces: polars' optimiser may fold the
+    # two constants into one and round differently in the last bit
+    fp8 = (units["precision"] == "fp8").fill_null(False).to_numpy()
+    attention = (units["family"] == "attention").fill_null(False).to_numpy()
+    flops, hbm = units["flops"].fill_null(0.0).to_numpy(), units["hbm_bytes"].fill_null(0.0).to_numpy()
+    peak = np.where(fp8, gpu.peak_flops_per_s("fp8"), gpu.peak_flops_per_s("bf16"))
+    rate = np.where(attention, np.where(fp8, ceiling(gpu, "attention", "fp8").rate_per_s,
+                                        ceiling(gpu, "attention", "bf16").rate_per_s),
+                    np.where(fp8, ceiling(gpu, "gemm", "fp8").rate_per_s, ceiling(gpu, "gemm", "bf16").rate_per_s))
     compute, memory = flops / peak * 1e9, hbm / gpu.hbm_bytes_per_s * 1e9
-    return units.select(
-        *UNIT_SCHEMA, "op", "family", "detail", "flops", "hbm_bytes", compute.alias("compute_ns"),
-        memory.alias("memory_ns"), pl.max_horizontal(compute, memory).alias("t_opt_ns"),
-        pl.max_horizontal(flops / attainable * 1e9, hbm / ceiling(gpu, "hbm").rate_per_s * 1e9)
-        .alias("attainable_ns"),
+    attainable = np.maximum(flops / rate * 1e9, hbm / ceiling(gpu, "hbm").rate_per_s * 1e9)
+    return units.select(*UNIT_SCHEMA, "op", "family", "detail", "flops", "hbm_bytes").with_columns(
+        pl.Series("compute_ns", compute), pl.Series("memory_ns", memory),
+        pl.Series("t_opt_ns", np.maximum(compute, memory)), pl.Series("attainable_ns", attainable),
         pl.col("family").is_not_null().alias("has_floor")).sort("step", "start_ns", "unit").rechunk()
 
 
