@@ -10,6 +10,7 @@ pitfalls P1-P12 handled here.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from pathlib import Path
 
@@ -104,8 +105,9 @@ class _Loader(ArrowStream):
                 raise InputError(self.errors[0]) from None
             raise
         finally:
-            for name in sources:
-                con.unregister(name)
+            for name in sources:  # after a failed insert on a range's cursor its transaction is aborted, and
+                with contextlib.suppress(duckdb.TransactionException):  # the insert's error is the one to raise
+                    con.unregister(name)
         if self.errors:
             raise InputError(self.errors[0])
 

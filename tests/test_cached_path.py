@@ -20,6 +20,7 @@ from tracekit.store import cache as store_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "fixtures" / "dsv32_ep16_decode.sqlite"
+WIDTH = {"COLUMNS": "120"}  # one table width for every run: the rendering is kept per width
 HEAVY = ["polars", "duckdb", "numpy", "pyarrow", "rich", "tracekit.report.render", "tracekit.analysis.analyze",
          "tracekit.store.ingest"]
 PROBE = ("import json, sys\nfrom tracekit.cli import main\ntry:\n    main(json.loads(sys.argv[1]))\n"
@@ -33,7 +34,8 @@ def cached(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, st
     cache = tmp_path_factory.mktemp("cache")
     outputs = {}
     for fmt in ("table", "markdown", "csv", "json"):
-        run = CliRunner().invoke(main, ["analyze", str(SAMPLE), "--cache-dir", str(cache), "--format", fmt, "-q"])
+        run = CliRunner(env=WIDTH).invoke(main, ["analyze", str(SAMPLE), "--cache-dir", str(cache), "--format", fmt,
+                                                 "-q"])
         assert run.exit_code == 0, run.output
         outputs[fmt] = run.stdout
         outputs[fmt + " stderr"] = run.stderr
@@ -47,13 +49,13 @@ def _args(cache: Path, fmt: str) -> list[str]:
 def test_a_repeat_prints_the_kept_rendering_without_the_renderers(cached: tuple[Path, dict[str, str]]) -> None:
     cache, outputs = cached
     assert len(list((cache / "reports").glob("*.out"))) == 4  # one rendering per format, beside one report
-    env = {**os.environ, "COLUMNS": ""}  # CliRunner's output is no terminal: the default width, as here
+    env = {**os.environ, **WIDTH}
     run = subprocess.run([sys.executable, "-c", PROBE, json.dumps(_args(cache, "table")), json.dumps(HEAVY)],
                          capture_output=True, text=True, cwd=ROOT, check=True, env=env)
     assert run.stdout == outputs["table"]
     assert json.loads(run.stderr.strip().splitlines()[-1]) == []
     for fmt in ("markdown", "csv", "json"):  # in process: the kept text and the CSV note, as first printed
-        again = CliRunner().invoke(main, _args(cache, fmt))
+        again = CliRunner(env=WIDTH).invoke(main, _args(cache, fmt))
         assert (again.stdout, again.stderr) == (outputs[fmt], outputs[fmt + " stderr"])
     assert "tracekit: note: CSV holds one table" in outputs["csv stderr"]
 
@@ -66,7 +68,7 @@ def test_a_damaged_or_foreign_rendering_is_rendered_again(cached: tuple[Path, di
         data[-2] ^= 0x01
         entry.write_bytes(bytes(data))
     for fmt in ("markdown", "json"):
-        assert CliRunner().invoke(main, _args(cache, fmt)).stdout == outputs[fmt]
+        assert CliRunner(env=WIDTH).invoke(main, _args(cache, fmt)).stdout == outputs[fmt]
     from tracekit.cli.rendered import read_rendering, write_rendering
 
     for entry in entries:  # a valid entry of another report: never printed for this one
@@ -74,7 +76,7 @@ def test_a_damaged_or_foreign_rendering_is_rendered_again(cached: tuple[Path, di
         write_rendering(entry, hashlib.sha256(b"another report").hexdigest(), "bogus\n", None)
         assert read_rendering(entry, head["report_sha256"]) is None
     for fmt in ("markdown", "json"):
-        assert CliRunner().invoke(main, _args(cache, fmt)).stdout == outputs[fmt]
+        assert CliRunner(env=WIDTH).invoke(main, _args(cache, fmt)).stdout == outputs[fmt]
 
 
 def _hashed(monkeypatch: pytest.MonkeyPatch) -> list[str]:

@@ -41,7 +41,7 @@ def save_cmd(name: str, inputs: Path, baselines_dir: Path | None, opts: AnalyzeO
     from tracekit.report.render import emit
 
     bl.check_name(name)
-    side = load_side(inputs, opts, cache_dir, not no_cache, default_jobs())
+    side = load_side(inputs, opts, cache_dir, not no_cache, default_jobs([inputs]))
     path = bl.save(name, side.report, baselines_dir, str(inputs))
     emit(Document("tracekit baseline save", [], [f"baseline {name}: {path} (from the {side.kind} {inputs}; "
                                                  f"verdict {side.report['verdict']}, "
