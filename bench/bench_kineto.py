@@ -190,7 +190,7 @@ def measure(code: str, *args: str, python: str = sys.executable) -> tuple[float,
         err.seek(0)
         if proc.returncode != 0:
             raise RuntimeError(f"child failed: {err.read().strip().splitlines()[-1:]}")
-        seconds, detail = out.read().split()
+        seconds, detail = out.read().strip().splitlines()[-1].split()  # the last line: what a reader prints goes first
         return float(seconds), detail, usage.ru_maxrss * 1024, err.read()  # Linux reports KiB
 
 

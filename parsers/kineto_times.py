@@ -20,6 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .schema import quiet
+
 _FAST = pa.decimal128(22, 3)  # up to 19 integer digits of us: every int64 ns value fits
 _WIDE = pa.decimal128(23, 3)  # ts + dur
 _GENERAL_SQL = """
@@ -61,7 +63,7 @@ def _unscaled(column: pa.Decimal128Array) -> pa.Int64Array:
 
 def _general(ts: pa.StringArray, dur: pa.StringArray) -> tuple[pa.Int64Array, pa.Int64Array]:
     """The same rule through DuckDB's DECIMAL cast, for texts the fast path refuses."""
-    con = duckdb.connect()
+    con = quiet(duckdb.connect())
     try:
         con.register("_times", pa.table({"ts": ts, "dur": dur}))
         result = con.sql(_GENERAL_SQL).to_arrow_table()

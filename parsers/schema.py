@@ -12,6 +12,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import duckdb  # annotations only: the schema's names load without DuckDB
 
+
+def quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """``con`` with DuckDB's progress bar off (its cursors inherit it): DuckDB draws one on standard output for
+    a query over 2 s, even into a pipe or a file, which would corrupt ``--format json > report.json``. A
+    connection setting, not a database one, so every connection tracekit opens goes through here."""
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
 STORE_SCHEMA_VERSION = 8  # 3: nsys exports store one rank per GPU process; op_shapes. 4: collectives. 5: capture,
 # ranges.kind. 6: launch_kernels, graph_nodes, kernels.annotation (and graph_node_id from Kineto). 7: op_shapes
 # for every cpu op with recorded shapes (end, types, strides, concrete inputs). 8: kernels.op_category

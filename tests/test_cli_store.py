@@ -131,3 +131,16 @@ def test_two_processes_on_the_same_trace_both_succeed_and_leave_one_good_store(t
     assert json.loads(outs[0][0]) == json.loads(outs[1][0])
     code, out, _ = run("ingest", str(SAMPLE), "--cache-dir", str(tmp_path), "--format", "json")
     assert code == 0 and len(list(tmp_path.glob("*.duckdb"))) == 1
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_store_connections_draw_no_progress_bar(tmp_path: Path, use_cache: bool) -> None:
+    """DuckDB draws a progress bar on stdout for a query over 2 s, even into a pipe or a file: off on every
+    connection a store opens (cached and in-memory), and on their cursors, so a JSON report stays JSON."""
+    from tracekit.store.ingest import open_store
+
+    with open_store([SAMPLE], cache_dir=tmp_path, use_cache=use_cache) as store:
+        for con in (store.con, store.con.cursor()):
+            assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0] is False
+    with open_store([SAMPLE], cache_dir=tmp_path, use_cache=use_cache) as store:  # reused from the cache
+        assert store.con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0] is False

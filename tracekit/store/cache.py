@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tracekit import __version__
-from tracekit.parsers.schema import STORE_SCHEMA_VERSION
+from tracekit.parsers.schema import STORE_SCHEMA_VERSION, quiet
 
 
 def default_cache_dir() -> Path:
@@ -149,7 +149,7 @@ def is_complete(db: Path, input_sha256: str | None = None) -> bool:
     import duckdb
 
     try:
-        con = duckdb.connect(str(db), read_only=True)
+        con = quiet(duckdb.connect(str(db), read_only=True))
     except duckdb.Error:
         return False
     try:
@@ -202,7 +202,7 @@ def verify_store(db: Path) -> bool:
     import duckdb
 
     try:
-        con = duckdb.connect(str(db), read_only=True)
+        con = quiet(duckdb.connect(str(db), read_only=True))
     except duckdb.Error as exc:
         return not is_corruption(exc)
     try:

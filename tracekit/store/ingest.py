@@ -29,7 +29,7 @@ import duckdb
 from tracekit import __version__
 from tracekit.errors import InputError
 from tracekit.parsers import registry
-from tracekit.parsers.schema import STORE_SCHEMA_VERSION, TABLES, create_tables
+from tracekit.parsers.schema import STORE_SCHEMA_VERSION, TABLES, create_tables, quiet
 from tracekit.store.cache import (
     build_dir,
     clear_slot,
@@ -154,7 +154,7 @@ def ingest_file(path: Path, cache_dir: Path) -> IngestResult:
 
 def _build_store(path: Path, fmt: str, db: Path, stages: dict[str, float], content: str = "") -> Path:
     """Read ``path`` into a new store at ``db``; the read and finish stages are timed into ``stages``."""
-    con = duckdb.connect(str(db))
+    con = quiet(duckdb.connect(str(db)))
     try:
         create_tables(con)
         t1 = time.perf_counter()
@@ -329,13 +329,14 @@ def open_store(
     con = None
     try:
         if in_memory:  # read straight into databases of this connection: nothing to attach
-            con = duckdb.connect()
+            con = quiet(duckdb.connect())
             results, warnings = _read_all_in_memory(con, files, on_file_done)
             t_open = time.perf_counter()
         else:
             results = _ingest_all(files, cache_dir, jobs, on_file_done, cached=use_cache)
             t_open = time.perf_counter()
-            con = duckdb.connect()  # after the worker processes are forked: they inherit no DuckDB state
+            # after the worker processes are forked: they inherit no DuckDB state
+            con = quiet(duckdb.connect())
             results, warnings = _attach_stores(con, results, ranks is None)
         results, aliases, captures, capture_aliases = split_captures(con, results, ranks is None)
         mappings, rank_warnings = assign_ranks(con, results, aliases)
