@@ -25,20 +25,16 @@ from __future__ import annotations
 
 import argparse
 import compileall
-import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-import psutil
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_kineto_ranks import MB, Measured  # noqa: E402 - sibling script
+from bench_kineto_ranks import Measured, measure_tree  # noqa: E402 - sibling script
 
 REPO = Path(__file__).resolve().parent.parent
 TRACES = REPO.parent / "shared" / "traces"
@@ -71,24 +67,9 @@ def hta_python(path: Path) -> Path:
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def measure(cmd: list[str], interval_s: float = 0.02) -> Measured:
-    """Run ``cmd``: its wall time and the peak of the summed RSS of it and its descendants (every ``interval_s``)."""
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as out:
-        proc = psutil.Popen(cmd, stdout=out, stderr=subprocess.PIPE, env=CHILD_ENV)
-        peak = 0
-        while proc.poll() is None:
-            total = 0
-            with contextlib.suppress(psutil.Error):  # a process may end between listing and reading it
-                for p in [proc, *proc.children(recursive=True)]:
-                    total += p.memory_info().rss
-            peak = max(peak, total)
-            time.sleep(interval_s)
-        wall_s = time.perf_counter() - t0
-        if proc.returncode != 0:
-            raise SystemExit(f"{' '.join(cmd[:3])} ... failed:\n{proc.stderr.read().decode()[-2000:]}")
-        out.seek(0)
-        return Measured(wall_s, peak / MB, out.read())
+def measure(cmd: list[str]) -> Measured:
+    """``cmd``'s wall time and peak summed RSS (sampled every 20 ms: a short command's peak is brief)."""
+    return measure_tree(cmd, interval_s=0.02, env=CHILD_ENV)
 
 
 def side_by_side(a: Callable[[], list[str]], b: Callable[[], list[str]], repeat: int,

@@ -87,11 +87,12 @@ class Measured:
     stdout: str = ""
 
 
-def measure_tree(cmd: list[str]) -> Measured:
-    """Run ``cmd``; its wall time, the peak of the summed RSS of it and its descendants, and its output."""
+def measure_tree(cmd: list[str], interval_s: float = 0.1, env: dict[str, str] | None = None) -> Measured:
+    """Run ``cmd`` (in ``env``, else this process's): its wall time, the peak of the summed RSS of it and its
+    descendants (sampled every ``interval_s``), and its output."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out:
-        proc = psutil.Popen(cmd, stdout=out, stderr=subprocess.PIPE)
+        proc = psutil.Popen(cmd, stdout=out, stderr=subprocess.PIPE, env=env)
         peak = 0
         while proc.poll() is None:
             total = 0
@@ -99,7 +100,7 @@ def measure_tree(cmd: list[str]) -> Measured:
                 for p in [proc, *proc.children(recursive=True)]:
                     total += p.memory_info().rss
             peak = max(peak, total)
-            time.sleep(0.1)
+            time.sleep(interval_s)
         wall_s = time.perf_counter() - t0
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(cmd[:3])} ... failed:\n{proc.stderr.read().decode()[-2000:]}")
