@@ -329,7 +329,3 @@ def load_modules(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """The module nodes of ``op_nodes`` (``node, name, module_parent``: the nearest module above), in row order."""
     return con.sql("SELECT node, name, module_parent FROM op_nodes WHERE source = 'python' ORDER BY node").pl()
 
-
-def load_nodes(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    """The ``op_nodes`` temp table (``register_attribution``) in row order."""
-    return con.sql("SELECT * FROM op_nodes ORDER BY node").pl()

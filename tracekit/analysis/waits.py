@@ -27,9 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import duckdb
-import numpy as np
 
-from tracekit import intervals as iv
 from tracekit.analysis.ops import SYNC_API_REGEX
 
 MIN_WAIT_NS = 1_000_000  # shorter blocking calls are ordinary end-of-step syncs, whatever the device did
@@ -95,12 +93,6 @@ def outside_waits(con: duckdb.DuckDBPyConnection, rank: int, device_id: int) -> 
     return sorted(kept, key=lambda w: (w.start_ns, w.end_ns))
 
 
-def as_intervals(waits: list[OutsideWait]) -> iv.Intervals:
-    """The waits' left-out time as one interval set."""
-    if not waits:
-        return iv.EMPTY
-    return iv.union(np.array([w.start_ns for w in waits], dtype=np.int64),
-                    np.array([w.end_ns for w in waits], dtype=np.int64))
 
 
 def _step_waits(results: Sequence[Any]) -> list[tuple[Any, Any, OutsideWait]]:

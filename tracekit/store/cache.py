@@ -261,13 +261,6 @@ def sweep_stale(cache_dir: Path) -> list[Path]:
     return removed
 
 
-def manifest_input(db: Path) -> str | None:
-    """The content SHA-256 of the input a store was built from, as its manifest records it."""
-    try:
-        value = json.loads(manifest_path(db).read_text()).get("input_sha256")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return value if isinstance(value, str) else None
 
 
 @contextmanager
