@@ -12,6 +12,11 @@ processes, side by side in the same run:
   ``kernel_ops``, so kernel classes come from names alone; no model shape, op floor, layers or inflation),
   which is what ``analyze`` cost before issue 23.
 
+Both are measured twice: the analysis of the ingested store alone (above), and the whole command as a user
+runs it, ``tracekit analyze TRACE --no-cache --format json`` in a fresh process (interpreter start, the
+read, the analysis and the rendering; its CPU seconds are the process's whole life), which is what the
+issue's goal ("at most 20 % added to ``analyze``") measures; the first is the stricter figure.
+
 It prints wall and CPU seconds (the process's, all threads) of both, the share the op floor adds
 ((with - without) / without) and the timed parts. On a machine shared with other work the CPU seconds are
 the steadier figure: wall time there is mostly waiting for a core.
@@ -72,6 +77,17 @@ else:
     O.register_attribution = A.register_attribution = no_attribution
     A.infer_shape = lambda con: ModelShape()
     A.compute_op_floor = lambda *args, **kwargs: None
+if sys.argv[4:] == ["whole"]:  # the whole command as a user runs it: read, analysis, rendering
+    from tracekit.cli import main
+    sys.argv = ["tracekit", "analyze", sys.argv[1], "--no-cache", "--format", "json"]
+    try:
+        main()
+    except SystemExit as stop:
+        if stop.code:
+            raise
+    finally:  # the report went to stdout (a file): the figures go to stderr, over the process's whole life
+        print(json.dumps({"cpu_s": time.process_time(), "wall": wall, "cpu": cpu}), file=sys.stderr)
+    sys.exit(0)
 store = open_store([Path(sys.argv[1])], cache_dir=Path(sys.argv[2]))
 t0, c0 = time.perf_counter(), time.process_time()
 report = A.run_analysis(store, AnalyzeOptions()).report
@@ -101,22 +117,37 @@ def main() -> None:
                        capture_output=True)
         print(f"ingest (once, not counted): {time.perf_counter() - t0:.1f} s")
         runs: dict[str, list[dict]] = {"with": [], "without": []}
+        whole: dict[str, list[dict]] = {"with": [], "without": []}
         for _ in range(args.repeat):
             for mode in runs:  # alternated, so both see the same load
                 out = subprocess.run([sys.executable, "-c", CHILD, str(trace), str(cache), mode], check=True,
                                      capture_output=True, text=True)
                 runs[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            for mode in whole:
+                t0 = time.perf_counter()
+                out = subprocess.run([sys.executable, "-c", CHILD, str(trace), str(cache), mode, "whole"],
+                                     check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                whole[mode].append(json.loads(out.stderr.strip().splitlines()[-1]) |
+                                   {"wall_s": time.perf_counter() - t0})
         best = {mode: min(r, key=lambda x: x["cpu_s"]) for mode, r in runs.items()}
         on, off = best["with"], best["without"]
         print(f"{on['kernels']:,} GPU kernels, {on['op_shapes']:,} ops with shapes, {on['steps']} steps; "
               f"verdict {on['verdict']} from the {on['floor_used']} floor; "
               f"{100 * on['covered']:.1f}% of GPU time has an op floor")
-        for unit, key in (("wall", "wall_s"), ("CPU", "cpu_s")):
-            parts = on[unit.lower()]
-            print(f"{unit}: with the op floor {on[key]:.2f} s, without {off[key]:.2f} s (fastest of "
-                  f"{args.repeat} by CPU): added {100 * (on[key] - off[key]) / off[key]:.0f}%; timed parts "
-                  f"{sum(parts.values()):.2f} s ({', '.join(f'{k} {v:.2f} s' for k, v in parts.items())})")
+        report("analysis of the ingested store", on, off, args.repeat)
+        best = {mode: min(r, key=lambda x: x["cpu_s"]) for mode, r in whole.items()}
+        report("whole `tracekit analyze --no-cache --format json` (read, analysis, rendering)", best["with"],
+               best["without"], args.repeat)
 
+
+def report(title: str, on: dict, off: dict, repeat: int) -> None:
+    """Print wall and CPU seconds with and without the op floor, the share it adds and its timed parts."""
+    print(title)
+    for unit, key in (("wall", "wall_s"), ("CPU", "cpu_s")):
+        parts = on[unit.lower()]
+        print(f"  {unit}: with the op floor {on[key]:.2f} s, without {off[key]:.2f} s (fastest of "
+              f"{repeat} by CPU): added {100 * (on[key] - off[key]) / off[key]:.0f}%; timed parts "
+              f"{sum(parts.values()):.2f} s ({', '.join(f'{k} {v:.2f} s' for k, v in parts.items())})")
 
 if __name__ == "__main__":
     main()

@@ -89,10 +89,15 @@ def _is_sorted(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> bool:
 #: each distinct (op, recorded inputs) once, numbered in the order of its inputs (what picks one of an op's
 #: duplicate rows below); its work (``WORK_COLUMNS``) is worked out once per row
 _SIGNATURES_SQL = """
-    SELECT (row_number() OVER (ORDER BY input_dims, input_types, input_strides, concrete_inputs, name) - 1)::BIGINT
-           AS sig, *
+    SELECT ({first} + row_number() OVER (ORDER BY input_dims, input_types, input_strides, concrete_inputs, name)
+            - 1)::BIGINT AS sig, *
     FROM (SELECT DISTINCT name, input_dims, input_types, input_strides, concrete_inputs FROM {prefix}op_shapes)
 """
+
+#: the distinct (op, recorded inputs) of every traced op with its work, shared by the trace's nodes and a
+#: capture trace's (their signatures are numbered apart); ``op_nodes`` rows hold only the signature, since
+#: copying every op's inputs' text into the node table was most of its cost
+WORK_TABLE = "_op_work"
 
 _NODES_SQL = """
     WITH r AS (
@@ -106,35 +111,53 @@ _NODES_SQL = """
     -- each op's signature (a hash join on the inputs' text, then integers); int-us traces record ops of one
     -- thread with the same start: end and the smallest signature (the first inputs in order) make it one row
     s AS (SELECT o.rank, o.pid, o.tid, o.start_ns, o.end_ns, o.name, min(w.sig) AS sig
-          FROM {prefix}op_shapes o JOIN {work} w ON w.name = o.name AND w.input_dims IS NOT DISTINCT FROM o.input_dims
+          FROM {prefix}op_shapes o JOIN {work} w ON w.sig >= {first} AND w.name = o.name
+           AND w.input_dims IS NOT DISTINCT FROM o.input_dims
            AND w.input_types IS NOT DISTINCT FROM o.input_types
            AND w.input_strides IS NOT DISTINCT FROM o.input_strides
            AND w.concrete_inputs IS NOT DISTINCT FROM o.concrete_inputs
           GROUP BY ALL)
-    SELECT r.*, w.input_dims, w.input_types, w.input_strides, w.concrete_inputs,
-           w.family, w.flops, w.hbm_bytes, w.precision, w.detail
+    SELECT r.*, s.sig
     FROM r LEFT JOIN s ON r.source = 'op' AND s.rank = r.rank AND s.pid = r.pid AND s.tid = r.tid
                       AND s.start_ns = r.start_ns AND s.end_ns = r.end_ns AND s.name = r.name
-    LEFT JOIN {work} w ON w.sig = s.sig
 """
 
 
 def op_nodes(con: duckdb.DuckDBPyConnection, prefix: str = "", table: str = "_op_nodes") -> pl.DataFrame:
     """Host ranges that can own GPU work (cpu ops, ``nn.Module`` python functions, record_function ranges; not the
-    step annotations) in (thread, start, longest first) order, with ``node`` (row), ``thread``, each op's work
-    (``WORK_COLUMNS``, worked out once per distinct op and inputs) and ``parent`` (row); the recorded inputs stay
-    in the database (temp table ``table``; ``register_attribution`` keeps them in the ``op_nodes`` table).
+    step annotations) in (thread, start, longest first) order, with ``node`` (row), ``thread``, ``has_work`` and
+    ``parent`` (row); the temp table ``table`` keeps them with each op's signature (``sig``) in ``WORK_TABLE``,
+    where its recorded inputs and work (``WORK_COLUMNS``, worked out once per distinct op and inputs) are.
     ``prefix``: of the store's tables read (``capture_``: a graph-capture trace's)."""
-    work = _with_work(con.sql(_SIGNATURES_SQL.format(prefix=prefix)).pl())  # noqa: F841 - read by DuckDB below
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {table}_work AS SELECT * FROM work")
+    first = _next_signature(con)
+    work = _with_work(con.sql(_SIGNATURES_SQL.format(prefix=prefix, first=first)).pl())
+    _append_work(con, work)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS "
-                + _NODES_SQL.format(prefix=prefix, work=f"{table}_work"))
-    con.execute(f"DROP TABLE {table}_work")
-    frame = con.sql("SELECT node, rank, pid, tid, thread, start_ns, end_ns, name, source, family IS NOT NULL AS "
-                    f"has_work FROM {table} ORDER BY node").pl()
+                + _NODES_SQL.format(prefix=prefix, work=WORK_TABLE, first=first))
+    frame = con.sql("SELECT n.node, n.rank, n.pid, n.tid, n.thread, n.start_ns, n.end_ns, n.name, n.source, "
+                    f"w.family IS NOT NULL AS has_work FROM {table} n LEFT JOIN {WORK_TABLE} w USING (sig) "
+                    "ORDER BY n.node").pl()
     parent, _ = nest(frame["thread"].to_numpy(), frame["start_ns"].to_numpy(), frame["end_ns"].to_numpy(),
                      np.zeros(0, np.int64), np.zeros(0, np.int64))
     return frame.with_columns(pl.Series("parent", parent))
+
+
+def _next_signature(con: duckdb.DuckDBPyConnection) -> int:
+    """The first signature number not yet in ``WORK_TABLE`` (0 when it does not exist yet)."""
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?",
+                       [WORK_TABLE]).fetchall()[0][0]:
+        return 0
+    return con.execute(f"SELECT coalesce(max(sig) + 1, 0) FROM {WORK_TABLE}").fetchall()[0][0]
+
+
+def _append_work(con: duckdb.DuckDBPyConnection, work: pl.DataFrame) -> None:
+    """Add ``work`` (signatures with their inputs and work) to ``WORK_TABLE``, creating it the first time."""
+    con.register("_new_work", work)
+    try:
+        con.execute(f"CREATE TEMP TABLE IF NOT EXISTS {WORK_TABLE} AS SELECT * FROM _new_work WHERE FALSE")
+        con.execute(f"INSERT INTO {WORK_TABLE} SELECT * FROM _new_work")
+    finally:
+        con.unregister("_new_work")
 
 
 def launching_nodes(con: duckdb.DuckDBPyConnection, nodes: pl.DataFrame) -> pl.DataFrame:
@@ -288,7 +311,7 @@ def register_attribution(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> N
     nodes = op_nodes(con)
     nodes, gpu = with_replays(con, nodes, launching_nodes(con, nodes))
     chains = node_chains(nodes)
-    ops = attribute(nodes, gpu, base, chains, frozenset(rules.communication))  # noqa: F841 - read by DuckDB below
+    ops = attribute(nodes, gpu, base, chains, frozenset(rules.communication))
     module = chains[1]
     parent = nodes["parent"].to_numpy()
     module_parent = np.where(parent >= 0, module[np.maximum(parent, 0)], -1)
@@ -297,8 +320,11 @@ def register_attribution(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> N
                           "module_parent": pl.Series(module_parent, dtype=pl.Int64)})
     # a view, not a copy of every node's text: readers select a few columns of it
     con.execute("CREATE TEMP TABLE _op_links AS SELECT * FROM links")
-    con.execute("CREATE TEMP VIEW op_nodes AS SELECT n.* EXCLUDE (thread), l.parent, l.module_of, l.module_parent "
-                "FROM _op_nodes n JOIN _op_links l USING (node)")
+    con.execute("CREATE TEMP VIEW op_nodes AS SELECT n.* EXCLUDE (thread, sig), w.* EXCLUDE (sig, name), l.parent, "
+                f"l.module_of, l.module_parent FROM _op_nodes n LEFT JOIN {WORK_TABLE} w USING (sig) "
+                "JOIN _op_links l USING (node)")
+    # names and classes as categories: DuckDB then copies each distinct string once, not once per kernel
+    ops = ops.with_columns(pl.col("name", "class").cast(pl.Categorical))  # noqa: F841 - read by DuckDB below
     con.execute("CREATE TEMP TABLE kernel_ops AS SELECT * FROM ops")
 
 

@@ -137,6 +137,8 @@ def compute_op_floor(con: duckdb.DuckDBPyConnection, steps: list[StepAccount], g
                      communication: frozenset[str] = frozenset()) -> OpFloor | None:
     """The op floor of the analysed ``steps`` on ``gpu`` (physical peaks); None when no op has a floor. Its
     coverage is over the GPU time of everything but ``communication`` classes (the op floor models none)."""
+    if not con.execute("SELECT count(*) FROM op_nodes WHERE family IS NOT NULL").fetchall()[0][0]:
+        return None  # no op has a work model (a trace without recorded shapes): no unit can have a floor
     units = unit_frame(con, steps, gpu)
     if units.is_empty() or not units["has_floor"].any():
         return None
