@@ -63,6 +63,8 @@ class IngestResult:
 
 # Ingest stages, timed per file (and, for ``open``, per store) so a benchmark can name the slowest.
 STAGES = ("identify", "read", "finish", "open")
+#: Several stores on disk of at most this many bytes together are copied into memory when opened (``_combine``).
+COPY_MAX_BYTES = 32 << 20
 
 
 def _build_guarded(path: Path, fmt: str, cache_dir: Path | None, build: Callable[[], None]) -> None:
@@ -309,16 +311,17 @@ def _ingest_all(files: list[Path], cache_dir: Path, jobs: int,
 
 
 def _combine(con: duckdb.DuckDBPyConnection, aliases: list[str], mappings: list[dict[int | None, int]],
-             copy: bool) -> None:
+             copy: bool, drop: bool) -> None:
     """Each store table over the files ``aliases``, under the global ranks ``mappings`` give them: a view, or
-    with ``copy`` (several in-memory files) one table, each file's copy dropped as it is read. DuckDB plans a
-    query over a view of n attached files n times over, so on small traces of many ranks the planning of
-    every per-device query cost more than its rows (``dlrm8_v100``: about a third of ``analyze``)."""
+    with ``copy`` one in-memory table (``drop``: the files are in-memory databases, each file's table dropped
+    once copied, so the copy costs one table's memory at most). DuckDB plans a query over a view of n attached
+    files n times over: on small traces of many ranks that planning cost more than the rows of every
+    per-device query (``dlrm8_v100``, 8 files: about a fifth of ``analyze --no-cache``)."""
     for table in TABLES:
         parts = [f"SELECT * REPLACE ({rank_sql(m)} AS rank) FROM {a}.{table}"
                  for a, m in zip(aliases, mappings, strict=True)]
         con.execute(f"CREATE {'TABLE' if copy else 'VIEW'} {table} AS " + " UNION ALL ".join(parts))
-        if copy:  # the in-memory copies are writable: dropping them bounds the extra memory to one table's
+        if copy and drop:
             for a in aliases:
                 con.execute(f"DROP TABLE {a}.{table}")
     if copy:
@@ -363,7 +366,8 @@ def open_store(
             mappings = [dict(zip(sorted(m, key=lambda r: (r is None, r or 0)), [*given, given[0]], strict=False))
                         for m, given in zip(mappings, ranks, strict=True)]
         warnings += mixed_gpu_warning(con, [m[None] for m in mappings])
-        _combine(con, aliases, mappings, copy=in_memory and len(aliases) > 1)
+        copy = len(aliases) > 1 and (in_memory or sum(r.db.stat().st_size for r in results) <= COPY_MAX_BYTES)
+        _combine(con, aliases, mappings, copy, drop=in_memory)
         capture_ranks = captured_ranks(con, capture_aliases, mappings)
         create_capture_views(con, capture_aliases, capture_ranks)
         create_views(con)
