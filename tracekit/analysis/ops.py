@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit.analysis.attribution import register_attribution
-from tracekit.budgets.classify import ClassRules, register_classes
+from tracekit.budgets.classify import ClassRules
 
 # Host calls that wait for the device (a gap inside one is waiting, not launching). Defined here, beside the
 # launch lookup that flags them, and used by the gap causes (tracekit.analysis.gaps).
@@ -97,8 +97,7 @@ class Vocabulary:
 def prepare(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> list[tuple[int, int]]:
     """Register kernel classes, each kernel's launching op (``kernel_ops``) and the op-name vocabulary; return
     the (rank, device) pairs."""
-    register_classes(con, rules)
-    register_attribution(con, rules)
+    register_attribution(con, rules)  # registers the kernel classes too (once per connection, as it is)
     # Kernels whose launching op makes them attention while their name does not (the second signal).
     con.execute("""
         CREATE OR REPLACE TEMP TABLE kernel_via_op AS
