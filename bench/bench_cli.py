@@ -1,6 +1,7 @@
 """Whole commands as a user runs them, side by side with the peer in the same run (issue 26).
 
-Run: ``.venv/bin/python bench/bench_cli.py [--repeat 3] [--hta-python bench/.venv-hta/bin/python] [--write]``.
+Run: ``.venv/bin/python bench/bench_cli.py [--repeat 3] [--hta-python bench/.venv-hta/bin/python] [--before REV]
+[--write]``.
 
 Each case runs tracekit (A) and its peer (B) alternately, ``--repeat`` times each, every run a fresh process
 tree: wall time (interpreter start included) and the peak of the summed RSS of the process and its children,
@@ -15,7 +16,9 @@ it would otherwise compile every tracekit module from source on every run). Peer
   own virtualenv, made here when absent, with pandas pinned below 3 (HTA 0.5.0 fails on pandas 3.x with
   an int16 ``TypeError``): ``bench/.venv-hta``; never a tracekit dependency;
 - the first (uncached) run for a cached re-analysis (``analyze`` again over the same ``--cache-dir``);
-- ``--jobs 1`` for the default ``--jobs`` and for ``--jobs 2`` on ``dlrm8_v100`` (which the default picks).
+- ``--jobs 1`` for the default ``--jobs`` and for ``--jobs 2`` on ``dlrm8_v100`` (which the default picks);
+- with ``--before REV``, tracekit as it was at git revision REV (its source exported to a temporary folder and
+  run from there, compiled to bytecode) for the tiny ``analyze`` and ``dlrm8_v100``: what a change gained.
 
 ``--write`` replaces the section "Whole commands side by side (issue 26)" of docs/benchmarks.md with the
 table printed.
@@ -67,21 +70,35 @@ def hta_python(path: Path) -> Path:
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def measure(cmd: list[str]) -> Measured:
+def measure(cmd: list[str], env: dict[str, str] | None = None) -> Measured:
     """``cmd``'s wall time and peak summed RSS (sampled every 20 ms: a short command's peak is brief)."""
-    return measure_tree(cmd, interval_s=0.02, env=CHILD_ENV)
+    return measure_tree(cmd, interval_s=0.02, env=env or CHILD_ENV)
+
+
+def source_at(rev: str, into: Path) -> dict[str, str]:
+    """The environment that runs ``.venv/bin/tracekit`` as it was at git revision ``rev``: its source exported
+    into ``into`` (first on the path), the packages the install maps (parsers, floor, budgets) linked under
+    ``tracekit/`` as installed, and compiled to bytecode."""
+    into.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    for package in ("parsers", "floor", "budgets"):
+        (into / "tracekit" / package).symlink_to(into / package)
+    compileall.compile_dir(str(into), quiet=1)
+    return {**CHILD_ENV, "PYTHONPATH": str(into)}
 
 
 def side_by_side(a: Callable[[], list[str]], b: Callable[[], list[str]], repeat: int,
-                 before_a: Callable[[], None] = lambda: None,
-                 before_b: Callable[[], None] = lambda: None) -> tuple[Measured, Measured, list[float], list[float]]:
-    """A and B alternately, ``repeat`` times each: the fastest of each (with its largest peak) and all walls."""
+                 before_a: Callable[[], None] = lambda: None, before_b: Callable[[], None] = lambda: None,
+                 env_b: dict[str, str] | None = None) -> tuple[Measured, Measured, list[float], list[float]]:
+    """A and B (in ``env_b``) alternately, ``repeat`` times each: the fastest of each (with its largest peak)
+    and all walls."""
     runs: dict[str, list[Measured]] = {"a": [], "b": []}
     for _ in range(repeat):
         before_a()
         runs["a"].append(measure(a()))
         before_b()
-        runs["b"].append(measure(b()))
+        runs["b"].append(measure(b(), env_b))
 
     def best(ms: list[Measured]) -> Measured:
         return Measured(min(m.wall_s for m in ms), max(m.peak_mb for m in ms))
@@ -93,6 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--hta-python", type=Path, default=REPO / "bench" / ".venv-hta" / "bin" / "python")
+    parser.add_argument("--before", metavar="REV", help="also time tracekit at this git revision against this tree")
     parser.add_argument("--write", action="store_true", help="replace the section in docs/benchmarks.md")
     args = parser.parse_args(argv)
     tk = str(REPO / ".venv" / "bin" / "tracekit")
@@ -130,6 +148,14 @@ def main(argv: list[str] | None = None) -> None:
         ("cached re-analysis vs first run, nsys `nsys-ai__h100_2gpu_1s` (2 GPUs)",
          analyze(nsys2, "--cache-dir", str(cache)), analyze(nsys2, "--cache-dir", str(cache)), {"before_b": clear}),
     ]
+    if args.before:
+        env = source_at(args.before, work / "before")
+        rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", args.before], check=True,
+                             capture_output=True, text=True).stdout.strip()
+        cases += [(f"tiny `analyze --no-cache` (fixtures/dsv32_ep16_decode.sqlite): tracekit now vs at {rev}",
+                   analyze(fixture, "--no-cache"), analyze(fixture, "--no-cache"), {"env_b": env}),
+                  (f"`dlrm8_v100` `analyze --no-cache`: tracekit now vs at {rev}", analyze(dlrm8, "--no-cache"),
+                   analyze(dlrm8, "--no-cache"), {"env_b": env})]
     rows = ["| case | tracekit s | tracekit MB | peer s | peer MB | peer/tracekit time | tracekit/peer memory |",
             "|---|---:|---:|---:|---:|---:|---:|"]
     notes = []
@@ -149,7 +175,8 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     load = os.getloadavg()
-    text = "\n".join([SECTION, "", f"`.venv/bin/python bench/bench_cli.py --repeat {args.repeat} --write` "
+    before = f" --before {args.before}" if args.before else ""
+    text = "\n".join([SECTION, "", f"`.venv/bin/python bench/bench_cli.py --repeat {args.repeat}{before} --write` "
                       f"(fastest of {args.repeat} alternated runs per side, largest peak; {os.cpu_count()} cores, "
                       f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end: the machine was "
                       "shared, so read the ratios, not the seconds). HTA 0.5.0 ran in `bench/.venv-hta` with "
