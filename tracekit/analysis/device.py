@@ -21,7 +21,7 @@ import numpy as np
 from tracekit import intervals as iv
 from tracekit.analysis.accounting import Piece, StepAccount, account_piece, merge
 from tracekit.analysis.commlog import CollectiveCollector, CollectiveLog, load_metadata
-from tracekit.analysis.gaps import CAUSES, HostActivity, attribute_gaps, gap_causes, gap_context
+from tracekit.analysis.gaps import CAUSES, HostActivity, attribute_gaps, gap_causes, gap_context, gap_contexts
 from tracekit.analysis.ops import DeviceOps, Vocabulary, launch_skips, load_ops, prepare, reuse_reads
 from tracekit.analysis.steps import (
     STEP_MARKER_REGEX,
@@ -124,7 +124,7 @@ class _GapGroups:
             limit: int) -> list[dict[str, Any]]:
         """The ``limit`` costliest findings, each shown by its longest gap with its causes (re-read around
         that gap) and what the launching host thread was doing during it."""
-        out = []
+        out, asked, launching = [], [], []  # entries; for those with a launching thread: their index, the gap
         for name, g in sorted(self.groups.items(), key=lambda kv: -kv[1]["total_ns"])[:limit]:
             length, g0, g1, label, step_start = g["longest"]
             ops = load_ops(con, vocab, rank, device_id, g0, g1)
@@ -138,8 +138,11 @@ class _GapGroups:
                 "cause": max(by_cause, key=lambda c: by_cause[c]),
             }
             if j >= 0 and ops.launch_tid[j] >= 0:
-                entry["host"] = gap_context(con, rank, int(ops.pid[j]), int(ops.launch_tid[j]), g0, g1)
+                asked.append(len(out))
+                launching.append((int(ops.pid[j]), int(ops.launch_tid[j]), g0, g1))
             out.append(entry)
+        for i, context in zip(asked, gap_contexts(con, rank, launching), strict=True):
+            out[i]["host"] = context
         return out
 
 

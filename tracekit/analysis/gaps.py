@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 
 from tracekit import intervals as iv
 from tracekit.analysis.ops import SYNC_API_REGEX, DeviceOps, reused
@@ -162,21 +163,41 @@ def attribute_gaps(gaps: iv.Intervals, ops: DeviceOps, host: HostActivity) -> tu
 
 def gap_context(con: duckdb.DuckDBPyConnection, rank: int, pid: int, tid: int, start_ns: int,
                 end_ns: int) -> dict[str, str | None]:
-    """What the launching host thread was doing during the gap [start_ns, end_ns): the API call that covers
-    most of it (the call at the gap's start is often only the tail of a sync, while a slow launch fills
-    the rest), and the innermost range covering at least half of it (else the range covering most)."""
-    params = {"rank": rank, "pid": pid, "tid": tid, "s": start_ns, "e": end_ns}
-    overlap = "least(coalesce(end_ns, start_ns), $e) - greatest(start_ns, $s)"
-    api = con.execute(f"""
-        SELECT name FROM launches
-        WHERE rank = $rank AND pid = $pid AND tid = $tid AND start_ns < $e AND end_ns > $s
-        ORDER BY {overlap} DESC, start_ns LIMIT 1
-    """, params).fetchall()
-    rng = con.execute(f"""
-        SELECT name FROM (
-            SELECT name, {overlap} AS ov, coalesce(end_ns, start_ns) - start_ns AS dur FROM ranges
-            WHERE rank = $rank AND pid = $pid AND tid = $tid AND device_id IS NULL
-              AND start_ns < $e AND coalesce(end_ns, start_ns) > $s)
-        ORDER BY 2 * ov >= $e - $s DESC, CASE WHEN 2 * ov >= $e - $s THEN dur END, ov DESC LIMIT 1
-    """, params).fetchall()
-    return {"range": rng[0][0] if rng else None, "api_call": api[0][0] if api else None}
+    """What the launching host thread was doing during the gap [start_ns, end_ns) (``gap_contexts`` of one)."""
+    return gap_contexts(con, rank, [(pid, tid, start_ns, end_ns)])[0]
+
+
+_OVERLAP = "least(coalesce(x.end_ns, x.start_ns), g.e) - greatest(x.start_ns, g.s)"
+_CONTEXT_SQL = f"""
+    WITH api AS (
+        SELECT g.i, x.name, row_number() OVER (PARTITION BY g.i ORDER BY {_OVERLAP} DESC, x.start_ns) AS n
+        FROM _gaps g JOIN launches x ON x.rank = $rank AND x.pid = g.pid AND x.tid = g.tid
+                                    AND x.start_ns < g.e AND x.end_ns > g.s),
+    rng AS (
+        SELECT g.i, x.name, row_number() OVER (
+                   PARTITION BY g.i ORDER BY 2 * ({_OVERLAP}) >= g.e - g.s DESC,
+                   CASE WHEN 2 * ({_OVERLAP}) >= g.e - g.s THEN coalesce(x.end_ns, x.start_ns) - x.start_ns END,
+                   {_OVERLAP} DESC) AS n
+        FROM _gaps g JOIN ranges x ON x.rank = $rank AND x.pid = g.pid AND x.tid = g.tid AND x.device_id IS NULL
+                                   AND x.start_ns < g.e AND coalesce(x.end_ns, x.start_ns) > g.s)
+    SELECT g.i, r.name AS range, a.name AS api_call FROM _gaps g
+    LEFT JOIN rng r ON r.i = g.i AND r.n = 1 LEFT JOIN api a ON a.i = g.i AND a.n = 1 ORDER BY g.i
+"""
+
+
+def gap_contexts(con: duckdb.DuckDBPyConnection, rank: int, gaps: list[tuple[int, int, int, int]]
+                 ) -> list[dict[str, str | None]]:
+    """For each gap (pid, tid, start_ns, end_ns) of ``rank``, what its launching host thread was doing during it:
+    the API call that covers most of it (the call at the gap's start is often only the tail of a sync, while a
+    slow launch fills the rest), and the innermost range covering at least half of it (else the range covering
+    most). One query for all the gaps: each query costs more to plan than to run on these few rows."""
+    if not gaps:
+        return []
+    table = pa.table({"i": list(range(len(gaps))), **{k: [g[c] for g in gaps] for c, k in
+                                                       enumerate(("pid", "tid", "s", "e"))}})
+    con.register("_gaps", table)
+    try:
+        rows = con.execute(_CONTEXT_SQL, {"rank": rank}).fetchall()
+    finally:
+        con.unregister("_gaps")
+    return [{"range": r, "api_call": a} for _, r, a in rows]
