@@ -15,7 +15,6 @@ import itertools
 from pathlib import Path
 
 import adbc_driver_manager
-import adbc_driver_sqlite.dbapi as adbc_sqlite
 import duckdb
 import pyarrow as pa
 
@@ -29,7 +28,7 @@ from .nsys_meta import KERNEL_TABLE, ExportInfo, capture_facts, inspect_export
 from .nsys_parts import OrderedParts, range_filter, rowid_ranges
 from .nsys_ranks import assign_process_ranks
 from .nsys_shapes import read_nvtx_shapes
-from .nsys_stream import ArrowStream, one_line
+from .nsys_stream import ArrowStream, Sqlite, one_line
 
 PID = "(({g} >> 24) & 16777215)"  # the pid in a globalPid/globalTid (facts §2.10)
 TID = "({g} & 16777215)"
@@ -50,7 +49,7 @@ def read_nsys(path: Path, con: duckdb.DuckDBPyConnection) -> None:
     path = Path(path)
     info = inspect_export(path)
     try:
-        db = adbc_sqlite.connect(info.uri)
+        db = Sqlite(info.uri)
     except adbc_driver_manager.Error as exc:
         raise InputError(f"{path}: cannot open as SQLite ({one_line(exc)})") from None
     try:
@@ -64,7 +63,7 @@ class _Loader(ArrowStream):
     """One export's ingest: streams each activity table from SQLite into a store table."""
 
     def __init__(
-        self, path: Path, info: ExportInfo, db: adbc_driver_manager.dbapi.Connection,
+        self, path: Path, info: ExportInfo, db: Sqlite,
         con: duckdb.DuckDBPyConnection,
     ) -> None:  # fmt: skip
         super().__init__(path, db, info.replaced_strings)
@@ -158,7 +157,7 @@ class _Loader(ArrowStream):
         for part in rowid_ranges(self.db, table):
             query = f"SELECT {select} FROM {table}{range_filter(part)}"
 
-            def one(con: duckdb.DuckDBPyConnection, db: adbc_driver_manager.dbapi.Connection,
+            def one(con: duckdb.DuckDBPyConnection, db: Sqlite,
                     query: str = query) -> None:
                 self._insert(insert, {"_nsys_x": self._stream(query, table, db), **(sources or {})}, con=con)
 

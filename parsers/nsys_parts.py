@@ -16,12 +16,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import adbc_driver_manager
-import adbc_driver_sqlite.dbapi as adbc_sqlite
 import duckdb
 
 from tracekit.errors import InputError
 
-from .nsys_stream import one_line
+from .nsys_stream import Sqlite, first_row, one_line
 
 PART_ROWS = 500_000  # rowids per range: about 1 s of one core's reading and inserting
 MAX_WORKERS = 4
@@ -33,17 +32,13 @@ def workers() -> int:
                       else os.cpu_count() or 1))
 
 
-def rowid_ranges(db: adbc_driver_manager.dbapi.Connection, table: str) -> list[tuple[int, int] | None]:
+def rowid_ranges(db: Sqlite, table: str) -> list[tuple[int, int] | None]:
     """Contiguous inclusive rowid ranges covering ``table``, about ``PART_ROWS`` rowids each; ``[None]`` (the
     whole table, one query) when it is small, empty or has no rowid to cut it by."""
-    cur = db.cursor()
     try:
-        cur.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"')
-        low, high = cur.fetchone()
+        low, high = first_row(db, f'SELECT min(rowid), max(rowid) FROM "{table}"')
     except (adbc_driver_manager.Error, TypeError, ValueError):
         return [None]  # e.g. a WITHOUT ROWID table: read whole, as one query
-    finally:
-        cur.close()
     if not isinstance(low, int) or not isinstance(high, int) or high - low < PART_ROWS:
         return [None]
     n = -(-(high - low + 1) // PART_ROWS)
@@ -80,7 +75,7 @@ class OrderedParts:
     def _run(self, table: str, insert: Callable, before: threading.Event | None, done: threading.Event) -> None:
         try:
             try:
-                db = adbc_sqlite.connect(self.uri)
+                db = Sqlite(self.uri)
             except adbc_driver_manager.Error as exc:
                 raise InputError(f"{self.path}: cannot open as SQLite ({one_line(exc)})") from None
             con = self.con.cursor()
