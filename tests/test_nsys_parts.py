@@ -4,7 +4,10 @@ rowids have gaps; a damaged page in any range is one line of bad input."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import adbc_driver_sqlite.dbapi as adbc_sqlite
@@ -88,3 +91,17 @@ def test_a_damaged_page_in_a_later_range_is_bad_input(tmp_path: Path, monkeypatc
     path.write_bytes(bytes(data))
     monkeypatch.setattr(nsys_parts, "PART_ROWS", 2_000)
     expect_error(path, "malformed")
+
+
+def test_reading_an_export_loads_neither_adbc_dbapi_nor_polars() -> None:
+    """The reader queries through adbc's low-level statements: its DB-API module would import polars."""
+    probe = ("import json, sys, duckdb\nfrom tracekit.parsers import schema\n"
+             "from tracekit.parsers.nsys import read_nsys\ncon = duckdb.connect()\nschema.create_tables(con)\n"
+             "read_nsys(sys.argv[1], con)\n"
+             "print(json.dumps([con.execute('SELECT count(*) FROM kernels').fetchall()[0][0],"
+             " sorted(m for m in ('adbc_driver_manager.dbapi', 'polars') if m in sys.modules)]))")
+    sample = Path(__file__).resolve().parents[1] / "fixtures" / "sample_decode.sqlite"
+    run = subprocess.run([sys.executable, "-c", probe, str(sample)], capture_output=True, text=True, check=True)
+    kernels, loaded = json.loads(run.stdout)
+    assert kernels > 0
+    assert loaded == []
