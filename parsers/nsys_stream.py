@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 import adbc_driver_manager
 import adbc_driver_sqlite
 import pyarrow as pa
-from adbc_driver_manager._reader import AdbcRecordBatchReader
 
 from tracekit.errors import InputError
 
@@ -58,7 +57,7 @@ def query(
         stmt.set_options(**{adbc_driver_sqlite.StatementOptions.BATCH_ROWS.value: str(batch_rows)})
         stmt.set_sql_query(sql)
         handle, _ = stmt.execute_query()
-        return AdbcRecordBatchReader._import_from_c(handle.address), stmt
+        return pa.RecordBatchReader._import_from_c(handle.address), stmt
     except BaseException:
         stmt.close()
         raise
