@@ -199,6 +199,7 @@ class _Reader:
         self.float_ts: bool | None = None
         self.processes: dict[int, str] = {}
         self.threads: dict[tuple[int, int], str] = {}
+        self.notes: list[tuple[int | None, str, int, str]] = []  # read_notes rows, written once at the end
 
     # ---- top level -------------------------------------------------------------------------------
 
@@ -233,17 +234,15 @@ class _Reader:
         if recognised == 0:
             raise InputError(f"{self.path}: not a PyTorch profiler trace (no trace events with a phase); "
                              "give the file torch.profiler wrote (*.pt.trace.json[.gz])")
-        n_gpu = sum(self.con.execute(f"SELECT count(*) FROM {t} WHERE rank IS NOT DISTINCT FROM $rank",
-                                     {"rank": self.rank}).fetchone()[0] for t in ("kernels", "memops"))
-        if n_gpu == 0:
+        if self.tables.stored["kernels"] + self.tables.stored["memops"] == 0:
             unreadable = self.skipped["(no readable ts/dur: gpu)"]
             if unreadable:
                 raise InputError(f"{self.path}: no GPU event with readable times ({unreadable} with ts/dur missing or "
                                  "beyond int64 ns); the trace is damaged: export or capture it again")
             # A CPU-only trace: stored, so `info` can describe it; the analysis refuses it with this note.
-            self.con.execute("INSERT INTO read_notes VALUES (?, ?, 1, ?)", [self.rank, NO_GPU_ACTIVITY, (
+            self.notes.append((self.rank, NO_GPU_ACTIVITY, 1, (
                 "no GPU events (CPU-only trace: no kernel, memcpy or memset); profile with "
-                "torch.profiler.ProfilerActivity.CUDA")])
+                "torch.profiler.ProfilerActivity.CUDA")))
         self._finish()
 
     def _load_chunk(self, events: list[Event]) -> int:
@@ -276,39 +275,47 @@ class _Reader:
     # ---- per-file rows ---------------------------------------------------------------------------
 
     def _finish(self) -> None:
-        """Launching pids, processes/threads, devices, metadata, notes and the trace_info row."""
+        """Launching pids, processes/threads, devices, metadata, notes and the trace_info row.
+
+        A small trace's read is mostly fixed cost per DuckDB statement (planning), so what the per-file rows
+        need from the stored events is one query, and each small table gets one INSERT."""
         params = {"rank": self.rank}
         own = "rank IS NOT DISTINCT FROM $rank"
-        main_pid = self.con.execute(
+        per_table = " UNION ALL ".join(f"SELECT min(start_ns) AS s, max(end_ns) AS e FROM {t} WHERE {own}"
+                                       for t in ("kernels", "memops", "api_calls", "ranges"))
+        main_pid, host_pids, device_ids, start_ns, end_ns = self.con.execute(
             f"""SELECT coalesce(
                     (SELECT pid FROM api_calls WHERE {own} AND pid IS NOT NULL GROUP BY pid
                      ORDER BY count(*) DESC, pid LIMIT 1),
                     (SELECT pid FROM ranges WHERE {own} AND pid IS NOT NULL GROUP BY pid
-                     ORDER BY count(*) DESC, pid LIMIT 1))""",
+                     ORDER BY count(*) DESC, pid LIMIT 1)),
+                (SELECT list(DISTINCT pid) FROM (SELECT pid FROM api_calls WHERE {own}
+                     UNION ALL SELECT pid FROM ranges WHERE {own} AND tid IS NOT NULL)),
+                (SELECT list(DISTINCT device_id) FROM (SELECT device_id FROM kernels WHERE {own}
+                     UNION ALL SELECT device_id FROM memops WHERE {own})),
+                (SELECT min(s) FROM ({per_table})), (SELECT max(e) FROM ({per_table}))""",
             params,
-        ).fetchone()[0]
+        ).fetchone()
         params_pid = {**params, "main_pid": main_pid}
         for table in ("kernels", "memops"):  # the launching process, found by correlation id
-            self.con.execute(
-                f"""UPDATE {table} SET pid = coalesce(
-                        (SELECT min(a.pid) FROM api_calls AS a WHERE a.rank IS NOT DISTINCT FROM $rank
-                         AND a.correlation_id = {table}.correlation_id), $main_pid)
-                    WHERE {own}""",
-                params_pid,
-            )
-        self.con.execute(f"UPDATE ranges SET pid = $main_pid WHERE {own} AND source = 'gpu_user_annotation'",
-                         params_pid)
-        self._write_processes()
-        self._write_devices()
+            if self.tables.stored[table]:
+                self.con.execute(
+                    f"""UPDATE {table} SET pid = coalesce(
+                            (SELECT min(a.pid) FROM api_calls AS a WHERE a.rank IS NOT DISTINCT FROM $rank
+                             AND a.correlation_id = {table}.correlation_id), $main_pid)
+                        WHERE {own}""",
+                    params_pid,
+                )
+        if self.tables.gpu_annotations:  # GPU-side annotations have no host process: the main one's
+            self.con.execute(f"UPDATE ranges SET pid = $main_pid WHERE {own} AND source = 'gpu_user_annotation'",
+                             params_pid)
+        self._write_processes(set(host_pids or ()))
+        self._write_devices([device_id for device_id in device_ids or () if device_id is not None])
         self._write_meta()
-        notes = [(self.rank, "skipped_events", n, category) for category, n in sorted(self.skipped.items())]
+        self.notes += [(self.rank, "skipped_events", n, category) for category, n in sorted(self.skipped.items())]
         if self.rank is None:
-            notes.append((None, "no_rank", 1, "distributedInfo.rank is absent: the store assigns one"))
-        if notes:
-            self.con.executemany("INSERT INTO read_notes VALUES (?, ?, ?, ?)", notes)
-        per_table = " UNION ALL ".join(f"SELECT min(start_ns) AS s, max(end_ns) AS e FROM {t} WHERE {own}"
-                                       for t in ("kernels", "memops", "api_calls", "ranges"))
-        start_ns, end_ns = self.con.execute(f"SELECT min(s), max(e) FROM ({per_table})", params).fetchone()
+            self.notes.append((None, "no_rank", 1, "distributedInfo.rank is absent: the store assigns one"))
+        _insert_rows(self.con, "read_notes", self.notes)
         self.con.execute(
             "INSERT INTO trace_info VALUES (?, ?, 'kineto', ?, NULL, NULL, ?, ?)",
             [self.rank, str(self.path), self._format_version(), start_ns, end_ns],
@@ -326,47 +333,32 @@ class _Reader:
         vintage = "2021-legacy" if self.legacy else "float-ns" if self.float_ts else "int-us"
         return f"{schema_version if schema_version is not None else '?'}/{vintage}"
 
-    def _write_processes(self) -> None:
+    def _write_processes(self, host_pids: set[int]) -> None:
         """Host processes and threads named by metadata events (GPU rows' pseudo-processes excluded)."""
-        host_pids = {row[0] for row in self.con.execute(
-            "SELECT DISTINCT pid FROM api_calls WHERE rank IS NOT DISTINCT FROM $rank UNION "
-            "SELECT DISTINCT pid FROM ranges WHERE rank IS NOT DISTINCT FROM $rank AND tid IS NOT NULL",
-            {"rank": self.rank}).fetchall()}
         processes = [(self.rank, pid, name) for pid, name in self.processes.items() if pid in host_pids]
         threads = [(self.rank, pid, tid, name)
                    for (pid, tid), name in self.threads.items() if pid in host_pids]
-        if processes:
-            self.con.executemany("INSERT INTO processes VALUES (?, ?, ?)", processes)
-        if threads:
-            self.con.executemany("INSERT INTO threads VALUES (?, ?, ?, ?)", threads)
+        _insert_rows(self.con, "processes", processes)
+        _insert_rows(self.con, "threads", threads)
 
     def _vendor(self) -> str:
         amd_keys = ("hip_runtime_version", "hip_driver_version", "roctracer_version")
         return "amd" if self.tables.hip_api or any(key in self.top for key in amd_keys) else "nvidia"
 
-    def _write_devices(self) -> None:
+    def _write_devices(self, device_ids: list[int]) -> None:
         """deviceProperties rows, plus bare rows for devices that ran work but have no properties."""
         try:
             properties = msgspec.json.decode(self.top["deviceProperties"], type=list[_DeviceProperties]) \
                 if "deviceProperties" in self.top else []
         except (msgspec.ValidationError, msgspec.DecodeError):
             properties = []
-            self.con.execute(
-                "INSERT INTO read_notes VALUES (?, 'unreadable_metadata', 1, 'deviceProperties')",
-                [self.rank])
+            self.notes.append((self.rank, "unreadable_metadata", 1, "deviceProperties"))
         vendor = self._vendor()
         rows = {p.id: (self.rank, p.id, p.name or None, p.numSms, p.totalGlobalMem, None, p.computeMajor,
                        p.computeMinor, vendor) for p in properties if p.id is not None}
-        for (device_id,) in self.con.execute(
-            "SELECT DISTINCT device_id FROM kernels WHERE rank IS NOT DISTINCT FROM $rank"
-            " UNION SELECT DISTINCT device_id FROM memops WHERE rank IS NOT DISTINCT FROM $rank",
-            {"rank": self.rank}).fetchall():
-            if device_id is None:
-                continue
+        for device_id in device_ids:
             rows.setdefault(device_id, (self.rank, device_id, None, None, None, None, None, None, vendor))
-        if rows:
-            self.con.executemany("INSERT INTO devices VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                                 [rows[key] for key in sorted(rows)])
+        _insert_rows(self.con, "devices", [rows[key] for key in sorted(rows)])
 
     def _write_meta(self) -> None:
         """Top-level scalars, distributedInfo fields and a deviceProperties summary into trace_meta."""
@@ -385,6 +377,11 @@ class _Reader:
             names = sorted({str(d.get("name")) for d in devices if isinstance(d, dict) and d.get("name")})
             meta["deviceProperties.count"] = str(len(devices))
             meta["deviceProperties.names"] = ", ".join(names)
-        if meta:
-            self.con.executemany("INSERT INTO trace_meta VALUES (?, ?, ?)",
-                                 [(self.rank, key, value) for key, value in meta.items()])
+        _insert_rows(self.con, "trace_meta", [(self.rank, key, value) for key, value in meta.items()])
+
+
+def _insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple[Any, ...]]) -> None:
+    """``rows`` appended to ``table`` by one INSERT (``executemany`` runs one statement per row)."""
+    if rows:
+        values = ", ".join(["(" + ", ".join(["?"] * len(rows[0])) + ")"] * len(rows))
+        con.execute(f"INSERT INTO {table} VALUES {values}", [value for row in rows for value in row])

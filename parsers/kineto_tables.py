@@ -89,6 +89,8 @@ class TableWriter:
         self.con, self.params = con, {"rank": rank, "base": base_ns}
         self.skipped = skipped  # the reader's per-category counts of what was not loaded
         self.hip_api = False
+        self.gpu_annotations = False  # a GPU-side annotation was met (its pid is set at the end)
+        self.stored = Counter[str]()  # rows appended per table
         self._short_names: dict[str, str] = {}
         # cpu ops with recorded input shapes, as Arrow per chunk (no event kept: its slices would keep the
         # file's bytes alive), appended at flush
@@ -142,6 +144,7 @@ class TableWriter:
         step = pc.and_(pc.equal(sources, "cpu_op"), pc.match_substring_regex(names, PROFILER_STEP_REGEX))
         sources = pc.if_else(step, RANGE_SOURCES[USER_ANNOTATION], sources)
         gpu_side = pa.array(codes == GPU_USER_ANNOTATION)
+        self.gpu_annotations = self.gpu_annotations or pc.any(gpu_side).as_py()
         host_side = pc.invert(gpu_side)
         args = _args(events)
         pids, tids = _ints(events, "pid"), _ints(events, "tid")
@@ -257,7 +260,9 @@ class TableWriter:
 
     def _append(self, table: str) -> int:
         """The INSERT into ``table`` from the registered ``_chunk``; how many rows it added."""
-        return self.con.execute(_INSERT_SQL[table], self.params).fetchone()[0]
+        added = self.con.execute(_INSERT_SQL[table], self.params).fetchone()[0]
+        self.stored[table] += added
+        return added
 
 
 _SHAPE_FIELDS = ("input_dims", "input_types", "input_strides", "concrete_inputs")  # op_shapes' JSON columns
