@@ -293,7 +293,8 @@ class _Reader:
                      UNION ALL SELECT pid FROM ranges WHERE {own} AND tid IS NOT NULL)),
                 (SELECT list(DISTINCT device_id) FROM (SELECT device_id FROM kernels WHERE {own}
                      UNION ALL SELECT device_id FROM memops WHERE {own})),
-                (SELECT min(s) FROM ({per_table})), (SELECT max(e) FROM ({per_table}))""",
+                span.s, span.e
+            FROM (SELECT min(s) AS s, max(e) AS e FROM ({per_table})) AS span""",
             params,
         ).fetchone()
         params_pid = {**params, "main_pid": main_pid}

@@ -181,6 +181,23 @@ def test_metadata_devices_notes_and_trace_info(modern: duckdb.DuckDBPyConnection
     assert modern.execute("SELECT * FROM threads").fetchall() == [(3, 100, 101, "thread 101")]
 
 
+def test_a_later_read_in_the_process_stores_the_same_rows(tmp_path: Path) -> None:
+    """Short names are cached per process and each small table is one multi-row INSERT: a second read of a
+    file (cache warm), here with quotes and a question mark in its metadata, stores every row as the first."""
+    doc = json.loads(modern_trace())
+    doc["Hostname"] = "it's a host?"
+    doc["traceEvents"] += [{"name": "thread_name", "ph": "M", "ts": 0, "pid": 100, "tid": tid,
+                            "args": {"name": f"t'{tid}\"?"}} for tid in (102, 103)]
+    path = write(tmp_path, dumps_exact(doc), "quoted.json")
+    first, second = load(path), load(path)
+    for table in schema.TABLES:
+        query = f"SELECT * FROM {table}"
+        assert second.execute(query).fetchall() == first.execute(query).fetchall(), table
+    assert first.execute("SELECT host FROM capture").fetchall() == [("it's a host?",)]
+    assert first.execute("SELECT tid, name FROM threads ORDER BY tid").fetchall() == [
+        (101, "thread 101"), (102, "t'102\"?"), (103, "t'103\"?")]
+
+
 def test_ns_exact_beyond_float64(tmp_path: Path) -> None:
     """2024-04 files carry epoch us with 3 decimals (19 digits): float64 would be off by up to 0.1 us."""
     ts, dur = "1712195495519689.047", "2.001"
