@@ -12,7 +12,11 @@ Run: ``.venv/bin/python bench/bench_readers.py [--kernels 100000] [--repeat 3] [
   message, no Python object per event: the fastest plain parse). Ingest: ``read_xplane`` into an in-memory
   DuckDB store (parse included). ``xplane decode`` is the ingest without the store: the file read and
   decoded into the Arrow tables it would insert (``parsers.xplane._Loader.decode``), so the store insert is
-  the difference.
+  the difference. Two more rows put the C parse in context: ``xplane store insert alone`` writes the already
+  decoded tables into a new store (``_Loader.write``: what any reader of these rows must pay after its
+  decode), and ``protobuf API read`` is the plain way to read the same data in Python: the C parse, then
+  every event's ``metadata_id``, ``offset_ps``, ``duration_ps`` and every stat's ``metadata_id`` and value
+  through protobuf's generated classes (no store).
 
 ``--before REV`` adds the XPlane reader of git revision REV (``parsers/xplane.py`` as it was there, loaded
 beside today's) to the same run, as ``xplane @REV``: before and after on one machine state.
@@ -95,6 +99,35 @@ def decode_xplane(path: Path) -> None:
     _Loader(path, None).decode(space)
 
 
+def store_insert(path: Path):
+    """A function that writes ``path``'s decoded tables into a new in-memory store (decoded once, here)."""
+    space = XSpaceRaw()
+    space.ParseFromString(path.read_bytes())
+    loader = _Loader(path, None)
+    loader.decode(space)
+
+    def run() -> None:
+        loader.con = duckdb.connect()
+        create_tables(loader.con)
+        loader.write(space)
+        loader.con.close()
+
+    return run
+
+
+def api_read(data: bytes) -> int:
+    """The events' fields and their stats' ids and values read through protobuf's generated classes."""
+    space = XSpace()
+    space.ParseFromString(data)
+    rows = []
+    for plane in space.planes:
+        for line in plane.lines:
+            for event in line.events:
+                stats = [(s.metadata_id, getattr(s, s.WhichOneof("value") or "ref_value")) for s in event.stats]
+                rows.append((line.id, event.metadata_id, event.offset_ps, event.duration_ps, stats))
+    return len(rows)
+
+
 def reader_at(rev: str):
     """``read_xplane`` as ``parsers/xplane.py`` defined it at git revision ``rev``."""
     source = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:parsers/xplane.py"], check=True,
@@ -135,7 +168,10 @@ def xplane_rows(args: argparse.Namespace) -> list[tuple]:
     full = best(lambda: ingest(read_xplane, xp), args.repeat)
     decoded = best(lambda: decode_xplane(xp), args.repeat)
     n = args.kernels // len(OPS) * len(OPS)
-    rows = [("xplane", n, len(data), bare, full), ("xplane decode (no store insert)", n, len(data), bare, decoded)]
+    insert = best(store_insert(xp), args.repeat)
+    api = best(lambda: api_read(data), args.repeat)
+    rows = [("xplane", n, len(data), bare, full), ("xplane decode (no store insert)", n, len(data), bare, decoded),
+            ("xplane store insert alone", n, len(data), bare, insert), ("protobuf API read", n, len(data), bare, api)]
     if args.before:
         before = reader_at(args.before)
         rows.append((f"xplane @{args.before}", n, len(data), bare, best(lambda: ingest(before, xp), args.repeat)))
