@@ -119,6 +119,20 @@ def test_gap_causes_sum_to_the_gaps(ops: DeviceOps, host: HostActivity, data: st
     assert per_gap.sum(axis=1).tolist() == (gaps.ends - gaps.starts).tolist()
 
 
+@PROPERTY
+@given(device_ops(), host_activity(), st.data())
+def test_gap_causes_do_not_depend_on_earlier_queries(ops: DeviceOps, host: HostActivity,
+                                                     data: st.DataObject) -> None:
+    """A host's thread covers are built at its first query and kept (a batch of many steps asks at every step):
+    a later query gives what the same host activity, never queried, gives."""
+    gap_causes(random_intervals(data.draw), ops, host)
+    gaps = random_intervals(data.draw)
+    fresh = HostActivity(host.busy_by_thread, host.busy_by_process, host.sync_by_process)
+    got, got_next = gap_causes(gaps, ops, host)
+    want, want_next = gap_causes(gaps, ops, fresh)
+    assert got.tolist() == want.tolist() and got_next.tolist() == want_next.tolist()
+
+
 # ---- readers on mutated real traces ---------------------------------------------------------------------
 
 

@@ -72,6 +72,7 @@ def test_overlap_per_interval(pairs, cover_pairs):
     cpts = points(cover_pairs)
     want = [len(set(range(a, b)) & cpts) for a, b in pairs]
     assert got.tolist() == want
+    assert iv.overlap_per_interval(s, e, iv.indexed(cover)).tolist() == want  # prefix sums kept for many queries
 
 
 def test_tiny_golden():

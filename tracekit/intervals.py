@@ -103,14 +103,32 @@ def difference(a: Intervals, b: Intervals) -> Intervals:
     return intersect(a, complement(b, lo, hi))
 
 
-def overlap_per_interval(starts: np.ndarray, ends: np.ndarray, cover: Intervals) -> np.ndarray:
-    """For each (possibly overlapping) interval [starts[i], ends[i]), how many ns ``cover`` covers."""
+class Cover(NamedTuple):
+    """A normalised set with the prefix sums of its lengths (``prefix[i]``: ns covered before interval i), so
+    that many ``overlap_per_interval`` queries against one set pay for the sums once."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    prefix: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.starts.size)
+
+
+def indexed(iv: Intervals) -> Cover:
+    """``iv`` with its prefix sums, for repeated overlap queries."""
+    return Cover(iv.starts, iv.ends, np.concatenate(([0], np.cumsum(iv.ends - iv.starts))))
+
+
+def overlap_per_interval(starts: np.ndarray, ends: np.ndarray, cover: Intervals | Cover) -> np.ndarray:
+    """For each (possibly overlapping) interval [starts[i], ends[i]), how many ns ``cover`` covers (a ``Cover``
+    when the same set is queried many times: its prefix sums are not recomputed)."""
     s = np.asarray(starts, dtype=np.int64)
     e = np.asarray(ends, dtype=np.int64)
     if len(cover) == 0 or s.size == 0:
         return np.zeros(s.size, dtype=np.int64)
     # Prefix sums of covered length let each query be answered with two lookups.
-    prefix = np.concatenate(([0], np.cumsum(cover.ends - cover.starts)))
+    prefix = cover.prefix if isinstance(cover, Cover) else indexed(cover).prefix
 
     def covered_before(t: np.ndarray) -> np.ndarray:
         i = np.searchsorted(cover.starts, t, side="right")  # intervals starting at or before t

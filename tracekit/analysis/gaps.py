@@ -16,7 +16,7 @@ no time can be called dependency.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import duckdb
 import numpy as np
@@ -35,6 +35,21 @@ class HostActivity:
     busy_by_thread: dict[tuple[int, int], iv.Intervals]
     busy_by_process: dict[int, iv.Intervals]
     sync_by_process: dict[int, iv.Intervals]
+    _covers: dict[tuple[int, int], tuple[iv.Cover, iv.Cover]] = field(default_factory=dict, repr=False,
+                                                                      compare=False)
+
+    def covers(self, pid: int, tid: int) -> tuple[iv.Cover, iv.Cover]:
+        """(synchronising, occupied) time of thread ``tid`` of process ``pid`` (``tid`` < 0: the whole
+        process), each with its prefix sums. Built once per thread and kept: a batch of many short steps asks
+        for the same thread at every step, and rebuilding them from the batch's whole host activity each time
+        made the analysis quadratic in the steps."""
+        key = (pid, tid)
+        if key not in self._covers:
+            sync = self.sync_by_process.get(pid, iv.EMPTY)
+            busy = self.busy_by_thread.get(key, iv.EMPTY) if tid >= 0 else self.busy_by_process.get(pid, iv.EMPTY)
+            occupied = iv.union(np.concatenate((sync.starts, busy.starts)), np.concatenate((sync.ends, busy.ends)))
+            self._covers[key] = (iv.indexed(sync), iv.indexed(occupied))
+        return self._covers[key]
 
     @classmethod
     def load(cls, con: duckdb.DuckDBPyConnection, rank: int, step_regex: str, lo: int | None = None,
@@ -141,12 +156,9 @@ def gap_causes(gaps: iv.Intervals, ops: DeviceOps, host: HostActivity) -> tuple[
     pre_hi = np.maximum(np.where(known, np.minimum(g1, ls), g1), g0)
     # Before the launch call: read the host state of the launching thread (or the whole process).
     for p in np.unique(pid):
-        sync = host.sync_by_process.get(int(p), iv.EMPTY)
         for t in np.unique(tid[pid == p]):
             sel = np.flatnonzero((pid == p) & (tid == t))
-            busy = (host.busy_by_thread.get((int(p), int(t)), iv.EMPTY) if t >= 0
-                    else host.busy_by_process.get(int(p), iv.EMPTY))
-            occupied = iv.union(np.concatenate((sync.starts, busy.starts)), np.concatenate((sync.ends, busy.ends)))
+            sync, occupied = host.covers(int(p), int(t))
             in_sync = iv.overlap_per_interval(g0[sel], pre_hi[sel], sync)
             in_occupied = iv.overlap_per_interval(g0[sel], pre_hi[sel], occupied)
             per_gap[sel, col["sync"]] += in_sync
