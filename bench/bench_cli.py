@@ -18,7 +18,9 @@ it would otherwise compile every tracekit module from source on every run). Peer
 - the first (uncached) run for a cached re-analysis (``analyze`` again over the same ``--cache-dir``);
 - ``--jobs 1`` for the default ``--jobs`` and for ``--jobs 2`` on ``dlrm8_v100`` (which the default picks);
 - with ``--before REV``, tracekit as it was at git revision REV (its source exported to a temporary folder and
-  run from there, compiled to bytecode) for the tiny ``analyze`` and ``dlrm8_v100``: what a change gained.
+  run from there, compiled to bytecode) for the tiny ``analyze``, ``dlrm8_v100`` and a trace of many short
+  steps (an XSpace of 30,000 kernels in 10,000 XLA module executions, ``fixtures.synth_xplane``): what a change
+  gained.
 
 ``--write`` replaces the section "Whole commands side by side (issue 26)" of docs/benchmarks.md with the
 table printed.
@@ -37,7 +39,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 from bench_kineto_ranks import Measured, measure_tree  # noqa: E402 - sibling script
+
+from fixtures.synth_xplane import build_xspace  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 TRACES = REPO.parent / "shared" / "traces"
@@ -150,12 +155,16 @@ def main(argv: list[str] | None = None) -> None:
     ]
     if args.before:
         env = source_at(args.before, work / "before")
+        steps = work / "steps.xplane.pb"  # 10,000 module executions of 3 kernels each: one step each
+        steps.write_bytes(build_xspace(10_000).SerializeToString())
         rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", args.before], check=True,
                              capture_output=True, text=True).stdout.strip()
         cases += [(f"tiny `analyze --no-cache` (fixtures/dsv32_ep16_decode.sqlite): tracekit now vs at {rev}",
                    analyze(fixture, "--no-cache"), analyze(fixture, "--no-cache"), {"env_b": env}),
                   (f"`dlrm8_v100` `analyze --no-cache`: tracekit now vs at {rev}", analyze(dlrm8, "--no-cache"),
-                   analyze(dlrm8, "--no-cache"), {"env_b": env})]
+                   analyze(dlrm8, "--no-cache"), {"env_b": env}),
+                  (f"10,000 short steps (XPlane, 30,000 kernels) `analyze --no-cache`: tracekit now vs at {rev}",
+                   analyze(steps, "--no-cache"), analyze(steps, "--no-cache"), {"env_b": env})]
     rows = ["| case | tracekit s | tracekit MB | peer s | peer MB | peer/tracekit time | tracekit/peer memory |",
             "|---|---:|---:|---:|---:|---:|---:|"]
     notes = []
