@@ -10,7 +10,8 @@ ops that captured them):
    kernel belongs to attention (under an attention op, or under an attention module but not under one of its
    projections: the math path's score GEMMs, scaling and softmax, rotary and q/k norms), which makes it
    ``attn_core`` whatever its name (``budgets/classify.py`` is the first signal; docs/classes.md).
-The result is the temp table ``kernel_ops`` (docs/schema.md) and ``op_nodes`` (the host ranges as a tree).
+The result is the temp table ``kernel_ops`` (docs/schema.md; a view over ``gpu_ops`` where no host range is a cpu
+op or a module: ``tracekit.analysis.unattributed``) and ``op_nodes`` (the host ranges as a tree).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ import duckdb
 import numpy as np
 import polars as pl
 
+from tracekit.analysis.nesting import nest
 from tracekit.analysis.replay import register_replay_ops
 from tracekit.analysis.replay_nodes import CAPTURE_PREFIX, copy_replayed, replayed_rows
+from tracekit.analysis.unattributed import register_view, unattributable
 from tracekit.budgets.classify import ClassRules, register_classes
 from tracekit.floor.ops import ATTENTION_OPS, OpWork, op_work
 
@@ -33,57 +36,6 @@ ATTENTION_MODULE_REGEX = re.compile(r"attention|attn|selfattn|mha\b|sdpa", re.IG
 ATTENTION_OP_REGEX = re.compile(r"attention|attn|flash|sdpa|scaled_dot_product|sage", re.IGNORECASE)
 PROJECTION_REGEX = re.compile(r"^(nn\.Module: (Linear|.*Linear)\b|aten::linear$)")
 MODULE_PREFIX = "nn.Module: "
-
-
-def nest(group_iv: np.ndarray, start: np.ndarray, end: np.ndarray, group_pt: np.ndarray, t: np.ndarray
-         ) -> tuple[np.ndarray, np.ndarray]:
-    """Per interval its parent (the innermost interval of its group enclosing it, -1 for none) and per point the
-    innermost interval of its group open at it (start <= t < end). Intervals of one group must nest (one host
-    thread's ranges do). Vectorised: intervals sorted by (group, start, longest first); an interval's parent is
-    found by walking up from its predecessor with pointer jumps, a point's node by a binary search for the last
-    interval starting at or before it, then walking up its parents until one is still open."""
-    n_iv = len(start)
-    order = np.arange(n_iv) if _is_sorted(group_iv, start, end) else np.lexsort((-end, start, group_iv))
-    g, s, e = group_iv[order], start[order], end[order]
-    cand = np.arange(n_iv, dtype=np.int64) - 1
-    if n_iv:
-        # no interval of its group before it ends after it starts (a top-level one): no parent, no walk
-        ended = pl.DataFrame({"g": g, "e": e}).select(pl.col("e").cum_max().shift(1).over("g"))["e"]
-        cand[ended.is_null().to_numpy() | (ended.fill_null(0).to_numpy() <= s)] = -1
-    todo = np.flatnonzero(cand >= 0)  # intervals whose candidate is not yet known to enclose them
-    while todo.size:
-        c = cand[todo]
-        todo = todo[~((e[c] > s[todo]) & (e[c] >= e[todo]))]
-        cand[todo] = cand[cand[todo]]
-        todo = todo[cand[todo] >= 0]
-    parent_sorted = cand
-    parent = np.full(n_iv, -1, dtype=np.int64)
-    parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
-    inner_sorted = np.full(len(t), -1, dtype=np.int64)
-    if n_iv and len(t):
-        bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])
-        by_group = np.argsort(group_pt, kind="stable")
-        groups = group_pt[by_group]
-        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            mine = by_group[np.searchsorted(groups, g[lo], "left"):np.searchsorted(groups, g[lo], "right")]
-            if mine.size:
-                pos = lo + np.searchsorted(s[lo:hi], t[mine], side="right") - 1
-                inner_sorted[mine] = np.where(pos >= lo, pos, -1)
-        todo = np.flatnonzero(inner_sorted >= 0)
-        while todo.size:
-            todo = todo[e[inner_sorted[todo]] <= t[todo]]  # closed before the point: walk up
-            inner_sorted[todo] = parent_sorted[inner_sorted[todo]]
-            todo = todo[inner_sorted[todo] >= 0]
-    inner = np.where(inner_sorted >= 0, order[np.maximum(inner_sorted, 0)], -1) if n_iv else inner_sorted
-    return parent, inner
-
-
-def _is_sorted(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> bool:
-    """Whether the intervals are already in (group, start, longest first) order (``op_nodes``' rows are)."""
-    if len(start) < 2:
-        return True
-    dg, ds = np.diff(group), np.diff(start)
-    return bool(np.all((dg > 0) | ((dg == 0) & ((ds > 0) | ((ds == 0) & (end[1:] <= end[:-1]))))))
 
 
 #: each distinct (op, recorded inputs) once, numbered in the order of its inputs (what picks one of an op's
@@ -302,16 +254,40 @@ def attribute(nodes: pl.DataFrame, gpu: pl.DataFrame, base_class: dict[str, str]
 
 def register_attribution(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> None:
     """Create the temp tables ``op_nodes`` (the host ranges, ``node`` = row, with each op's work) and ``kernel_ops``
-    (every GPU operation with its launching node, unit, module, attention flag and class); once per connection."""
-    if con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'kernel_ops'"
-                   ).fetchall()[0][0]:
+    (every GPU operation with its launching node, unit, module, attention flag and class); once per connection.
+    Where no host range is a cpu op or a module and no replayed graph is fed a capture's, ``kernel_ops`` is a
+    view of the same rows over ``gpu_ops`` (``tracekit.analysis.unattributed``), not a per-kernel copy."""
+    if has_attribution(con):
         return
     register_classes(con, rules)
-    base = dict(con.execute("SELECT name, class FROM kernel_class").fetchall())
     nodes = op_nodes(con)
-    nodes, gpu = with_replays(con, nodes, launching_nodes(con, nodes))
+    register_replay_ops(con)
+    replays = replayed_rows(con)
+    if replays.is_empty() and unattributable(nodes):
+        _register_links(con, nodes, node_chains(nodes))
+        register_view(con, nodes)
+        return
+    base = dict(con.execute("SELECT name, class FROM kernel_class").fetchall())
+    nodes, gpu = with_replays(con, nodes, launching_nodes(con, nodes), replays)
     chains = node_chains(nodes)
     ops = attribute(nodes, gpu, base, chains, frozenset(rules.communication))
+    _register_links(con, nodes, chains)
+    # names and classes as categories: DuckDB then copies each distinct string once, not once per kernel
+    ops = ops.with_columns(pl.col("name", "class").cast(pl.Categorical))  # noqa: F841 - read by DuckDB below
+    con.execute("CREATE TEMP TABLE kernel_ops AS SELECT * FROM ops")
+
+
+def has_attribution(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether ``register_attribution`` has run on this connection (``kernel_ops``: a table, or a view)."""
+    return bool(con.execute("""
+        SELECT (SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'kernel_ops')
+             + (SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name = 'kernel_ops')
+    """).fetchall()[0][0])
+
+
+def _register_links(con: duckdb.DuckDBPyConnection, nodes: pl.DataFrame,
+                    chains: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    """The ``op_nodes`` view: ``_op_nodes`` with each op's work and each node's parent and modules."""
     module = chains[1]
     parent = nodes["parent"].to_numpy()
     module_parent = np.where(parent >= 0, module[np.maximum(parent, 0)], -1)
@@ -323,17 +299,13 @@ def register_attribution(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> N
     con.execute("CREATE TEMP VIEW op_nodes AS SELECT n.* EXCLUDE (thread, sig), w.* EXCLUDE (sig, name), l.parent, "
                 f"l.module_of, l.module_parent FROM _op_nodes n LEFT JOIN {WORK_TABLE} w USING (sig) "
                 "JOIN _op_links l USING (node)")
-    # names and classes as categories: DuckDB then copies each distinct string once, not once per kernel
-    ops = ops.with_columns(pl.col("name", "class").cast(pl.Categorical))  # noqa: F841 - read by DuckDB below
-    con.execute("CREATE TEMP TABLE kernel_ops AS SELECT * FROM ops")
 
 
-def with_replays(con: duckdb.DuckDBPyConnection, nodes: pl.DataFrame, gpu: pl.DataFrame
-                 ) -> tuple[pl.DataFrame, pl.DataFrame]:
+def with_replays(con: duckdb.DuckDBPyConnection, nodes: pl.DataFrame, gpu: pl.DataFrame,
+                 rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """``nodes`` and ``gpu`` (``launching_nodes``) with replayed graph kernels fed the capture's ops: each graph
-    launch's capture nodes copied, each replayed kernel's node its copy (``tracekit.analysis.replay_nodes``)."""
-    register_replay_ops(con)
-    rows = replayed_rows(con)
+    launch's capture nodes copied, each replayed kernel's node its copy (``tracekit.analysis.replay_nodes``).
+    ``rows``: ``replayed_rows`` (after ``register_replay_ops``)."""
     if rows.is_empty():
         return nodes, gpu
     capture = op_nodes(con, CAPTURE_PREFIX, "_capture_nodes")

@@ -114,11 +114,8 @@ def infer_shape(con: duckdb.DuckDBPyConnection) -> ModelShape:
         shape.evidence["experts"] = "grouped GEMMs' weight groups"
     if dtypes:
         shape.dtype = _commonest(dtypes)
-    # Time of the kernels whose name says attention (flash, FMHA, SageAttention): what the point must explain.
-    named_ns = con.execute("SELECT coalesce(sum(k.dur_ns), 0) FROM kernel_ops k JOIN kernel_class c USING (name) "
-                           "WHERE NOT k.is_memop AND c.class = 'attn_core'").fetchall()[0][0]
     modules = Modules.of(load_modules(con))
-    _attention_fields(shape, con, float(named_ns), modules)
+    _attention_fields(shape, con, modules)
     kernels = con.execute("SELECT module, sum(dur_ns) AS ns FROM kernel_ops WHERE module >= 0 GROUP BY module"
                           ).fetchall()
     block = find_block(modules, modules.time_by_module([k[0] for k in kernels], [float(k[1]) for k in kernels]))
@@ -165,12 +162,12 @@ def _part(module: int, modules: Modules) -> str | None:
     return module_type(modules.names[chain[-1]]) if chain else None
 
 
-def _attention_fields(shape: ModelShape, con: duckdb.DuckDBPyConnection, named_ns: float, modules: Modules) -> None:
+def _attention_fields(shape: ModelShape, con: duckdb.DuckDBPyConnection, modules: Modules) -> None:
     """Heads and head dim from the attention with most GPU time (fused op, else the math path's score GEMM)."""
     units = con.execute("""
         SELECT n.name, n.input_dims, n.family, n.module_of, sum(k.dur_ns) FROM kernel_ops k
         JOIN op_nodes n ON n.node = k.unit
-        WHERE n.family IS NOT NULL AND n.name IN (SELECT unnest($ops)) GROUP BY ALL
+        WHERE k.unit >= 0 AND n.family IS NOT NULL AND n.name IN (SELECT unnest($ops)) GROUP BY ALL
     """, {"ops": sorted(ATTENTION_OPS | {"aten::matmul", "aten::bmm"})}).fetchall()
     time: dict[tuple, float] = defaultdict(float)
     first: dict[tuple, int] = {}
@@ -194,6 +191,9 @@ def _attention_fields(shape: ModelShape, con: duckdb.DuckDBPyConnection, named_n
         first.setdefault(key, module)
     if not time:
         return
+    # Time of the kernels whose name says attention (flash, FMHA, SageAttention): what the point must explain.
+    named_ns = float(con.execute("SELECT coalesce(sum(k.dur_ns), 0) FROM kernel_ops k JOIN kernel_class c "
+                                 "USING (name) WHERE NOT k.is_memop AND c.class = 'attn_core'").fetchall()[0][0])
     key = max(time, key=lambda k: (time[k], k))
     kind, op, h, hkv, dh, b, sq, sk = key
     if kind == "math" and (dh > h * 16 or sk < dh):  # not [B, H, S, d] x [B, H, d, S]: no reading

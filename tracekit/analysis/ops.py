@@ -98,11 +98,13 @@ def prepare(con: duckdb.DuckDBPyConnection, rules: ClassRules) -> list[tuple[int
     """Register kernel classes, each kernel's launching op (``kernel_ops``) and the op-name vocabulary; return
     the (rank, device) pairs."""
     register_attribution(con, rules)  # registers the kernel classes too (once per connection, as it is)
-    # Kernels whose launching op makes them attention while their name does not (the second signal).
+    # Kernels whose launching op makes them attention while their name does not (the second signal). Only an
+    # attention kernel's class can differ from its name's: the filter on ``attention`` leaves nothing to scan
+    # where nothing was attributed (``kernel_ops`` a view with the constant FALSE there).
     con.execute("""
         CREATE OR REPLACE TEMP TABLE kernel_via_op AS
         SELECT o.rank, o.device_id, o.stream_id, o.start_ns, o.name, o.class FROM kernel_ops o
-        JOIN kernel_class c USING (name) WHERE NOT o.is_memop AND o.class <> c.class
+        JOIN kernel_class c USING (name) WHERE o.attention AND NOT o.is_memop AND o.class <> c.class
     """)
     # One code per kernel name (with its class) and per memop kind (its own class); codes index the vocabulary.
     # A name some of whose kernels take their class from the launching op has a second code (``via_op``).

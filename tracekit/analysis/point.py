@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import duckdb
 
+from tracekit.analysis.attribution import has_attribution
 from tracekit.analysis.model_shape import infer_shape
 from tracekit.analysis.steps import ENGINE_STEP_REGEX, engine_names
 
@@ -110,8 +111,7 @@ def _dominant_point(con: duckdb.DuckDBPyConnection) -> OperatingPoint | None | b
     the model it ran in; False when the attention that dominates records no shapes (the point is not read
     from a minor part); None when the analysis has not attributed kernels or no attention op ran kernels (then
     the commonest recorded shape is used)."""
-    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'kernel_ops'"
-                       ).fetchall()[0][0]:
+    if not has_attribution(con):
         return None
     a = infer_shape(con).attention
     if a is None:  # no attention op ran kernels: the commonest recorded shape
