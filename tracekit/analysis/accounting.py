@@ -91,25 +91,34 @@ class Piece:
         return out
 
 
-def _active(seg_lo: np.ndarray, seg_hi: np.ndarray, n_seg: int, group: np.ndarray, n_groups: int) -> np.ndarray:
-    """Active-operation counts per (group, segment): row g counts the ops of group g covering each segment."""
-    width = n_seg + 1
-    delta = (np.bincount(group * width + seg_lo, minlength=n_groups * width)
-             - np.bincount(group * width + seg_hi, minlength=n_groups * width))
-    return np.cumsum(delta.reshape(n_groups, width), axis=1)[:, :n_seg]
+def _count(seg_lo: np.ndarray, seg_hi: np.ndarray, n_seg: int) -> np.ndarray:
+    """Per segment, how many of the ops (each covering segments [seg_lo, seg_hi)) cover it."""
+    delta = np.bincount(seg_lo, minlength=n_seg + 1) - np.bincount(seg_hi, minlength=n_seg + 1)
+    return np.cumsum(delta)[:n_seg]
 
 
-def _numerators(active: np.ndarray, seg_len: np.ndarray, denominator: np.ndarray) -> list[dict[int, int]]:
-    """Per row of ``active`` (an op group over the selected segments): {denominator: sum of length x
-    active} over the segments, in integers (the row's share is the sum of numerator / denominator)."""
-    if active.shape[1] == 0:
-        return [{} for _ in range(active.shape[0])]
-    order = np.argsort(denominator, kind="stable")
-    d = denominator[order]
-    cut = np.flatnonzero(np.concatenate(([True], d[1:] != d[:-1])))
-    sums = np.add.reduceat(active[:, order] * seg_len[order], cut, axis=1)
-    return [{int(dv): int(n) for dv, n in zip(d[cut].tolist(), row.tolist(), strict=True) if n}
-            for row in sums]
+def _numerators(seg_lo: np.ndarray, seg_hi: np.ndarray, group: np.ndarray, n_groups: int, seg_len: np.ndarray,
+                selected: np.ndarray, denominator: np.ndarray) -> list[dict[int, int]]:
+    """Per op group 0..n_groups-1 (``group``: each op's), {denominator: numerator}: over the ``selected``
+    segments with that denominator, the sum of length x the group's ops covering the segment, in integers (the
+    group's share is the sum of numerator / denominator; no zero numerator is kept). Summed per op: the
+    selected length of one denominator that each op covers is a difference of two prefix sums, one pass per
+    distinct denominator (a few: how many ops run at once), never a (group x segment) matrix."""
+    out: list[dict[int, int]] = [{} for _ in range(n_groups)]
+    if group.size == 0 or not selected.any():
+        return out
+    order = np.argsort(group, kind="stable")
+    in_order = group[order]
+    first = np.flatnonzero(np.concatenate(([True], in_order[1:] != in_order[:-1])))
+    present = in_order[first].tolist()
+    lo, hi = seg_lo[order], seg_hi[order]
+    prefix = np.zeros(seg_len.size + 1, dtype=np.int64)
+    for d in distinct(denominator[selected]).tolist():
+        np.cumsum(np.where(selected & (denominator == d), seg_len, 0), out=prefix[1:])
+        for g, n in zip(present, np.add.reduceat(prefix[hi] - prefix[lo], first).tolist(), strict=True):
+            if n:
+                out[g][int(d)] = int(n)
+    return out
 
 
 def _class_codes(codes: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -156,20 +165,22 @@ def account_piece(ops: DeviceOps, window: StepWindow, communication: frozenset[s
     seg_len = np.diff(bounds)
     seg_lo = np.searchsorted(bounds, s)
     seg_hi = np.searchsorted(bounds, e)
-    active = _active(seg_lo, seg_hi, n_seg, local, len(names))
-    other_total = active[~comm_class].sum(axis=0)  # compute kernels and memory operations
-    kernel_total = active[~comm_class & ~memop_class].sum(axis=0)
-    comm_total = active[comm_class].sum(axis=0)
+    is_memop = ~is_comm & ~is_kernel
+    kernel_total = _count(seg_lo[is_kernel], seg_hi[is_kernel], n_seg)
+    other_total = kernel_total + _count(seg_lo[is_memop], seg_hi[is_memop], n_seg)  # kernels and memory ops
+    comm_total = _count(seg_lo[is_comm], seg_hi[is_comm], n_seg)
     exposed_seg = (kernel_total == 0) & (comm_total > 0)
     owned_seg = ~exposed_seg & (other_total > 0)  # compute: shared among the non-communication classes
-    comm_codes, other_codes = present[comm_class].tolist(), present[~comm_class].tolist()
-    exposed_num = _numerators(active[comm_class][:, exposed_seg], seg_len[exposed_seg], comm_total[exposed_seg])
-    attributed_num = _numerators(active[~comm_class][:, owned_seg], seg_len[owned_seg], other_total[owned_seg])
+    code = present.tolist()  # class code per group
+    exposed_num = _numerators(seg_lo[is_comm], seg_hi[is_comm], local[is_comm], len(names), seg_len, exposed_seg,
+                              comm_total)
+    attributed_num = _numerators(seg_lo[~is_comm], seg_hi[~is_comm], local[~is_comm], len(names), seg_len,
+                                 owned_seg, other_total)
     return Piece(
         a=a, b=b, gaps=gaps, exposed=exposed, comm_ns=iv.length(comm_union),
         exposed_under_memops_ns=int(seg_len[exposed_seg & (other_total > kernel_total)].sum()),
-        measured=measured, exposed_num=dict(zip(comm_codes, exposed_num, strict=True)),
-        attributed_num=dict(zip(other_codes, attributed_num, strict=True)),
+        measured=measured, exposed_num={code[g]: exposed_num[g] for g in np.flatnonzero(comm_class).tolist()},
+        attributed_num={code[g]: attributed_num[g] for g in np.flatnonzero(~comm_class).tolist()},
         attributed_ns=int(seg_len[owned_seg].sum()), owned=owned, ops_in_window=inside,
     )
 
