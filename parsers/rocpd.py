@@ -27,19 +27,20 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
 import adbc_driver_manager
-import adbc_driver_sqlite.dbapi as adbc_sqlite
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracekit.errors import InputError
 from tracekit.parsers.kernel_names import function_name
 from tracekit.parsers.schema import NO_GPU_ACTIVITY, write_capture
 
-from .nsys_stream import ArrowStream, one_line
+from .nsys_stream import Sqlite, _valid, one_line, query
 
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 WORLD_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
@@ -57,11 +58,11 @@ def read_rocpd(path: Path, con: duckdb.DuckDBPyConnection) -> None:
         small = sqlite3.connect(uri, uri=True)
         small.text_factory = lambda b: b.decode("utf-8", "replace")
         sets = _table_sets(path, small)
-        db = adbc_sqlite.connect(uri)
+        db = Sqlite(uri)
     except (sqlite3.Error, adbc_driver_manager.Error) as exc:
         raise InputError(f"{path}: cannot open as SQLite ({one_line(exc)})") from None
     try:
-        _Loader(path, small, db, con, sets).run()
+        _Loader(path, uri, small, db, con, sets).run()
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read the rocpd database ({one_line(exc)})") from None
     finally:
@@ -87,37 +88,36 @@ def _table_sets(path: Path, small: sqlite3.Connection) -> list[dict[str, str]]:
     return sets
 
 
-class _Loader(ArrowStream):
-    def __init__(self, path: Path, small: sqlite3.Connection, db: adbc_driver_manager.dbapi.Connection,
-                 con: duckdb.DuckDBPyConnection, sets: list[dict[str, str]]) -> None:
-        super().__init__(path, db)
-        self.small, self.con, self.sets = small, con, sets
+class _Loader:
+    def __init__(self, path: Path, uri: str, small: sqlite3.Connection, db: Sqlite, con: duckdb.DuckDBPyConnection,
+                 sets: list[dict[str, str]]) -> None:
+        self.path, self.uri, self.small, self.db, self.con, self.sets = path, uri, small, db, con, sets
         self.notes: list[tuple[str, int, str]] = []
-
-    def _insert(self, sql: str, name: str, source: object) -> None:
-        self.con.register(name, source)
-        try:
-            self.con.execute(sql).fetchall()
-        except duckdb.Error:
-            if self.errors:
-                raise InputError(self.errors[0]) from None
-            raise
-        finally:
-            self.con.unregister(name)
-        if self.errors:
-            raise InputError(self.errors[0])
+        self.replaced = 0  # strings with invalid UTF-8, decoded with replacement (once per row that shows one)
 
     def run(self) -> None:
         self.rank, self.world_size, command = self._process()
-        for s in self.sets:
-            self._kernels(s)
-            self._regions(s)
-            if "memory_copy" in s["_has"].split(","):
-                self._copies(s)
-            self._devices(s)
-        self._short_names()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rocpd") as pool:
+            for s in self.sets:
+                tables = self._read(s, pool)
+                for name, table in tables.items():
+                    self.con.register(f"_rocpd_{name}", table)
+                try:
+                    self._kernels(s, tables)
+                    if "r" in tables:
+                        self._regions(tables)
+                    if "m" in tables:
+                        self._copies()
+                    self._count_replaced(tables)
+                finally:
+                    for name in tables:
+                        self.con.unregister(f"_rocpd_{name}")
+                self._devices(s)
         self._threads()
         self._finish(command)
+
+    def _sql(self, sql: str) -> list[tuple]:
+        return self.con.execute(sql).fetchall()
 
     # --- per-file facts ---------------------------------------------------------------------------
 
@@ -160,56 +160,126 @@ class _Loader(ArrowStream):
 
     # --- tables -----------------------------------------------------------------------------------
 
-    def _kernels(self, s: dict[str, str]) -> None:
-        columns = s["_columns"].split(",")
-        graph = ("k.graph_exec_id AS graph_id, k.graph_node_id AS graph_node_id" if "graph_exec_id" in columns
-                 else "NULL AS graph_id, NULL AS graph_node_id")
-        sql = f"""SELECT coalesce(p.pid, k.pid) AS pid, a.type_index AS device_id, k.stream_id, k.start,
-                k."end", coalesce(sym.display_name, sym.kernel_name, '') AS name, e.stack_id AS correlation_id,
-                k.grid_size_x, k.grid_size_y, k.grid_size_z, k.workgroup_size_x, k.workgroup_size_y,
-                k.workgroup_size_z, {graph}
-            FROM "{s['kernel_dispatch']}" k
-            LEFT JOIN "{s['info_kernel_symbol']}" sym ON sym.id = k.kernel_id
-            LEFT JOIN "{s['info_agent']}" a ON a.id = k.agent_id
-            LEFT JOIN "{s['event']}" e ON e.id = k.event_id
-            LEFT JOIN "{s['info_process']}" p ON p.id = k.pid"""
-        self._insert(
-            f"""INSERT INTO kernels (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, name, short_name,
-                    correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, graph_id, graph_node_id)
-                SELECT {_sql_int(self.rank)}, pid, device_id, stream_id, start, "end", "end" - start, nullif(name, ''),
-                    NULL, correlation_id,
-                    CAST(ceil(grid_size_x / greatest(workgroup_size_x, 1)) AS INTEGER),
-                    CAST(ceil(grid_size_y / greatest(workgroup_size_y, 1)) AS INTEGER),
-                    CAST(ceil(grid_size_z / greatest(workgroup_size_z, 1)) AS INTEGER),
-                    workgroup_size_x, workgroup_size_y, workgroup_size_z,
-                    nullif(graph_id, 0), CASE WHEN graph_id > 0 THEN graph_node_id END
-                FROM _rocpd_k""",
-            "_rocpd_k", self._stream(sql, s["kernel_dispatch"]))
-
-    def _regions(self, s: dict[str, str]) -> None:
-        if "region" not in s["_has"].split(","):
-            return
-        sql = f"""SELECT coalesce(p.pid, r.pid) AS pid, coalesce(t.tid, r.tid) AS tid, r.start, r."end",
-                coalesce(n.string, '') AS name, coalesce(c.string, '') AS category, e.stack_id AS correlation_id,
-                coalesce(CASE WHEN c.string LIKE 'MARKER%' THEN json_extract(e.extdata, '$.message') END, '')
-                    AS message
-            FROM "{s['region']}" r
-            LEFT JOIN "{s['string']}" n ON n.id = r.name_id
-            LEFT JOIN "{s['event']}" e ON e.id = r.event_id
-            LEFT JOIN "{s['string']}" c ON c.id = e.category_id
-            LEFT JOIN "{s['info_process']}" p ON p.id = r.pid
-            LEFT JOIN "{s['info_thread']}" t ON t.id = r.tid"""
-        rank = _sql_int(self.rank)
+    def _read(self, s: dict[str, str], pool: ThreadPoolExecutor) -> dict[str, pa.Table]:
+        """The columns used of each table of one session, no join: the dispatches on a worker thread (its own
+        connection: SQLite decodes on one thread per connection), the others on this one meanwhile. A read
+        error names the table whose rows were being read when the joins ran in SQLite."""
+        has, t = s["_has"].split(","), {name: f'"{table}"' for name, table in s.items() if not name.startswith("_")}
+        k, r, m = s["kernel_dispatch"], s["region"], s["memory_copy"]
+        graph = ", graph_exec_id, graph_node_id" if "graph_exec_id" in s["_columns"].split(",") else ""
+        kernels = pool.submit(self._fetch_apart, f"""SELECT pid, agent_id, kernel_id, stream_id, start, "end",
+            grid_size_x, grid_size_y, grid_size_z, workgroup_size_x, workgroup_size_y, workgroup_size_z,
+            event_id{graph} FROM {t["kernel_dispatch"]}""", k)
         # Text columns come as '' for NULL: adbc types an all-NULL first batch as int64 (as parsers.nsys).
-        self._insert("""CREATE OR REPLACE TEMP TABLE _rocpd_regions AS SELECT pid, tid, start, "end",
-                nullif(name, '') AS name, nullif(category, '') AS category, correlation_id,
-                nullif(message, '') AS message FROM _rocpd_r""", "_rocpd_r",
-                     self._stream(sql, s["region"]))
-        self.con.execute(f"""INSERT INTO api_calls (rank, pid, tid, start_ns, end_ns, dur_ns, name, raw_name, api,
+        queries = {"sym": (f"SELECT id, coalesce(display_name, kernel_name, '') AS name FROM {t['info_kernel_symbol']}",
+                           k),
+                   "agent": (f"SELECT id, type_index, coalesce(type, '') AS type FROM {t['info_agent']}", k),
+                   "e": (f"SELECT id, category_id, stack_id FROM {t['event']}", k),
+                   "p": (f"SELECT id, pid FROM {t['info_process']}", k)}
+        strings = (f"SELECT id, coalesce(string, '') AS string FROM {t['string']}", r if "region" in has else m)
+        if "region" in has:
+            queries |= {"r": (f'SELECT pid, tid, start, "end", name_id, event_id FROM {t["region"]}', r),
+                        "str": strings, "t": (f"SELECT id, tid FROM {t['info_thread']}", r)}
+            markers = [i for (i,) in self.small.execute(f"SELECT id FROM {t['string']} WHERE string LIKE 'MARKER%'")]
+        if "memory_copy" in has:
+            queries |= {"m": (f"""SELECT pid, stream_id, start, "end", name_id, size, event_id, src_agent_id,
+                dst_agent_id FROM {t['memory_copy']}""", m), "str": strings}
+        try:
+            tables = {name: self._fetch(self.db, sql, table) for name, (sql, table) in queries.items()}
+            if "region" in has and markers:
+                # A roctx range's message is in its event's extdata: parsed (by SQLite) for the marker events
+                # of regions only, as when the joins ran there.
+                events = tables["e"].filter(pc.is_in(tables["e"]["category_id"], pa.array(markers, pa.int64())))
+                ids = events["id"].filter(pc.is_in(events["id"], tables["r"]["event_id"].combine_chunks()))
+                if len(ids):
+                    tables["msg"] = self._fetch(self.db, f"""SELECT id, CAST(json_extract(extdata, '$.message') AS TEXT)
+                        AS message FROM {t['event']} WHERE id IN ({', '.join(map(str, ids.to_pylist()))})""", r)
+        finally:
+            kernels = kernels.result()  # the worker's error first, as the kernels were read first
+        return {"k": kernels, **tables}
+
+    def _fetch_apart(self, sql: str, table: str) -> pa.Table:
+        db = Sqlite(self.uri)
+        try:
+            return self._fetch(db, sql, table)
+        finally:
+            db.close()
+
+    def _fetch(self, db: Sqlite, sql: str, table: str) -> pa.Table:
+        """The result of ``sql`` as an Arrow table; a string column with invalid UTF-8 decoded with replacement
+        and flagged row by row in a column ``<name>_bad`` (counted per row that shows it: _count_replaced)."""
+        try:
+            reader, stmt = query(db, sql)
+            try:
+                result = reader.read_all()
+            finally:
+                reader.close()
+                stmt.close()
+        except (adbc_driver_manager.Error, pa.ArrowException, OSError) as exc:
+            raise InputError(f"{self.path}: cannot read {table} ({one_line(exc)})") from None
+        for i, name in enumerate(result.column_names):
+            column = result.column(i)
+            if not pa.types.is_string(column.type):
+                continue
+            try:
+                column.validate(full=True)
+            except pa.ArrowInvalid:
+                values = column.cast(pa.binary()).to_pylist()
+                result = result.set_column(i, name, pa.array(
+                    [None if v is None else v.decode("utf-8", "replace") for v in values], pa.string()))
+                result = result.append_column(f"{name}_bad", pa.array(
+                    [v is not None and not _valid(v) for v in values], pa.bool_()))
+        return result
+
+    def _kernels(self, s: dict[str, str], tables: dict[str, pa.Table]) -> None:
+        """Kernels, short_name from the function name of each distinct name used (``kernel_names``)."""
+        used = self.con.sql("""SELECT id, nullif(name::VARCHAR, '') AS name FROM _rocpd_sym
+            WHERE id IN (SELECT kernel_id FROM _rocpd_k)""").to_arrow_table()
+        shorts: dict[str, str] = {}
+        names = used.column("name").to_pylist()
+        short = [None if n is None else shorts.setdefault(n, function_name(n)) if n not in shorts else shorts[n]
+                 for n in names]
+        self.con.register("_rocpd_short", used.append_column("short", pa.array(short, pa.string())))
+        graph = ("nullif(k.graph_exec_id, 0), CASE WHEN k.graph_exec_id > 0 THEN k.graph_node_id END"
+                 if "graph_exec_id" in tables["k"].column_names else "NULL, NULL")
+        try:
+            self._sql(f"""INSERT INTO kernels (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, name,
+                    short_name, correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, graph_id,
+                    graph_node_id)
+                SELECT {_sql_int(self.rank)}, coalesce(p.pid, k.pid), a.type_index, k.stream_id, k.start, k."end",
+                    k."end" - k.start, u.name, u.short, e.stack_id,
+                    CAST(ceil(k.grid_size_x / greatest(k.workgroup_size_x, 1)) AS INTEGER),
+                    CAST(ceil(k.grid_size_y / greatest(k.workgroup_size_y, 1)) AS INTEGER),
+                    CAST(ceil(k.grid_size_z / greatest(k.workgroup_size_z, 1)) AS INTEGER),
+                    k.workgroup_size_x, k.workgroup_size_y, k.workgroup_size_z, {graph}
+                FROM _rocpd_k k
+                LEFT JOIN _rocpd_short u ON u.id = k.kernel_id
+                LEFT JOIN _rocpd_agent a ON a.id = k.agent_id
+                LEFT JOIN _rocpd_e e ON e.id = k.event_id
+                LEFT JOIN _rocpd_p p ON p.id = k.pid""")
+        finally:
+            self.con.unregister("_rocpd_short")
+
+    def _regions(self, tables: dict[str, pa.Table]) -> None:
+        has_message = "msg" in tables
+        rank = _sql_int(self.rank)
+        self._sql(f"""CREATE OR REPLACE TEMP TABLE _rocpd_regions AS
+            SELECT coalesce(p.pid, r.pid) AS pid, coalesce(t.tid, r.tid) AS tid, r.start, r."end",
+                nullif(n.string::VARCHAR, '') AS name, nullif(c.string::VARCHAR, '') AS category,
+                e.stack_id AS correlation_id,
+                {"nullif(m.message::VARCHAR, '')" if has_message else "NULL::VARCHAR"} AS message
+            FROM _rocpd_r r
+            LEFT JOIN _rocpd_str n ON n.id = r.name_id
+            LEFT JOIN _rocpd_e e ON e.id = r.event_id
+            LEFT JOIN _rocpd_str c ON c.id = e.category_id
+            {"LEFT JOIN _rocpd_msg m ON m.id = r.event_id" if has_message else ""}
+            LEFT JOIN _rocpd_p p ON p.id = r.pid
+            LEFT JOIN _rocpd_t t ON t.id = r.tid""")
+        self._sql(f"""INSERT INTO api_calls (rank, pid, tid, start_ns, end_ns, dur_ns, name, raw_name, api,
                 correlation_id, is_duplicate)
             SELECT {rank}, pid, tid, start, "end", "end" - start, name, name, 'runtime', correlation_id, false
             FROM _rocpd_regions WHERE category LIKE 'HIP\\_%' ESCAPE '\\'""")
-        self.con.execute(f"""INSERT INTO ranges (rank, pid, tid, start_ns, end_ns, dur_ns, name, domain, source,
+        self._sql(f"""INSERT INTO ranges (rank, pid, tid, start_ns, end_ns, dur_ns, name, domain, source,
                 style, end_tid, kind)
             SELECT {rank}, pid, tid, start, "end", "end" - start,
                 CASE WHEN category = 'RCCL_API' THEN name ELSE message END,
@@ -223,38 +293,42 @@ class _Loader(ArrowStream):
                            OR (category = 'MARKER_CORE_RANGE_API' AND message IS NOT NULL))
                 GROUP BY ALL ORDER BY 1""").fetchall():
             self.notes.append(("skipped_regions", count, f"{category} regions (not HIP API calls or roctx ranges)"))
-        self.con.execute("DROP TABLE _rocpd_regions")
+        self._sql("DROP TABLE _rocpd_regions")
 
-    def _copies(self, s: dict[str, str]) -> None:
-        sql = f"""SELECT coalesce(p.pid, m.pid) AS pid, m.stream_id, m.start, m."end",
-                coalesce(n.string, '') AS operation, m.size, e.stack_id AS correlation_id,
-                coalesce(src.type, '') AS src_type, src.type_index AS src_index, coalesce(dst.type, '') AS dst_type,
-                dst.type_index AS dst_index
-            FROM "{s['memory_copy']}" m
-            LEFT JOIN "{s['string']}" n ON n.id = m.name_id
-            LEFT JOIN "{s['event']}" e ON e.id = m.event_id
-            LEFT JOIN "{s['info_agent']}" src ON src.id = m.src_agent_id
-            LEFT JOIN "{s['info_agent']}" dst ON dst.id = m.dst_agent_id
-            LEFT JOIN "{s['info_process']}" p ON p.id = m.pid"""
+    def _copies(self) -> None:
         cases = " ".join(f"WHEN '{op}' THEN '{kind}'" for op, kind in COPY_KINDS.items())
-        self._insert(
-            f"""INSERT INTO memops (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, kind, copy_kind, bytes,
-                    correlation_id)
-                SELECT {_sql_int(self.rank)}, pid, CASE WHEN dst_type = 'GPU' THEN dst_index ELSE src_index END,
-                    stream_id, start, "end", "end" - start, 'memcpy',
-                    CASE WHEN operation = 'MEMORY_COPY_DEVICE_TO_DEVICE' AND src_index <> dst_index THEN 'PtoP'
-                        ELSE CASE operation {cases} END END,
-                    size, correlation_id
-                FROM _rocpd_m""",
-            "_rocpd_m", self._stream(sql, s["memory_copy"]))
+        self._sql(f"""INSERT INTO memops (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, kind,
+                copy_kind, bytes, correlation_id)
+            SELECT {_sql_int(self.rank)}, coalesce(p.pid, m.pid),
+                CASE WHEN dst.type::VARCHAR = 'GPU' THEN dst.type_index ELSE src.type_index END,
+                m.stream_id, m.start, m."end", m."end" - m.start, 'memcpy',
+                CASE WHEN n.string::VARCHAR = 'MEMORY_COPY_DEVICE_TO_DEVICE' AND src.type_index <> dst.type_index
+                    THEN 'PtoP' ELSE CASE n.string::VARCHAR {cases} END END,
+                m.size, e.stack_id
+            FROM _rocpd_m m
+            LEFT JOIN _rocpd_str n ON n.id = m.name_id
+            LEFT JOIN _rocpd_e e ON e.id = m.event_id
+            LEFT JOIN _rocpd_agent src ON src.id = m.src_agent_id
+            LEFT JOIN _rocpd_agent dst ON dst.id = m.dst_agent_id
+            LEFT JOIN _rocpd_p p ON p.id = m.pid""")
 
-    def _short_names(self) -> None:
-        """short_name: the function name of each distinct kernel name (``kernel_names``)."""
-        names = [r[0] for r in self.con.execute("SELECT DISTINCT name FROM kernels WHERE name IS NOT NULL").fetchall()]
-        if names:
-            table = pa.table({"name": names, "short": [function_name(n) for n in names]})
-            self._insert("UPDATE kernels SET short_name = m.short FROM _rocpd_names m WHERE kernels.name = m.name",
-                         "_rocpd_names", table)
+    def _count_replaced(self, tables: dict[str, pa.Table]) -> None:
+        """Strings decoded with replacement, counted once per kernel, region or copy that shows one (as when
+        the joins ran in SQLite and every joined row was checked)."""
+        flagged = {name for name, table in tables.items() for c in table.column_names if c.endswith("_bad")}
+        if not flagged:
+            return
+        counts = [("sym", "name_bad", "_rocpd_k k JOIN _rocpd_sym x ON x.id = k.kernel_id"),
+                  ("str", "string_bad", "_rocpd_r r JOIN _rocpd_str x ON x.id = r.name_id"),
+                  ("str", "string_bad", "_rocpd_r r JOIN _rocpd_e e ON e.id = r.event_id "
+                                        "JOIN _rocpd_str x ON x.id = e.category_id"),
+                  ("msg", "message_bad", "_rocpd_r r JOIN _rocpd_msg x ON x.id = r.event_id"),
+                  ("str", "string_bad", "_rocpd_m m JOIN _rocpd_str x ON x.id = m.name_id"),
+                  ("agent", "type_bad", "_rocpd_m m JOIN _rocpd_agent x ON x.id = m.src_agent_id"),
+                  ("agent", "type_bad", "_rocpd_m m JOIN _rocpd_agent x ON x.id = m.dst_agent_id")]
+        for table, flag, joined in counts:
+            if table in flagged and flag in tables[table].column_names and joined.split()[0][7:] in tables:
+                self.replaced += self.con.execute(f"SELECT count(*) FROM {joined} WHERE x.{flag}").fetchall()[0][0]
 
     def _devices(self, s: dict[str, str]) -> None:
         rows = []
