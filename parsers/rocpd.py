@@ -34,7 +34,6 @@ from urllib.parse import quote
 import adbc_driver_manager
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracekit.errors import InputError
 from tracekit.parsers.kernel_names import function_name
@@ -99,25 +98,10 @@ class _Loader:
         self.rank, self.world_size, command = self._process()
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rocpd") as pool:
             for s in self.sets:
-                tables = self._read(s, pool)
-                for name, table in tables.items():
-                    self.con.register(f"_rocpd_{name}", table)
-                try:
-                    self._kernels(s, tables)
-                    if "r" in tables:
-                        self._regions(tables)
-                    if "m" in tables:
-                        self._copies()
-                    self._count_replaced(tables)
-                finally:
-                    for name in tables:
-                        self.con.unregister(f"_rocpd_{name}")
+                self._session(s, pool)
                 self._devices(s)
         self._threads()
         self._finish(command)
-
-    def _sql(self, sql: str) -> list[tuple]:
-        return self.con.execute(sql).fetchall()
 
     # --- per-file facts ---------------------------------------------------------------------------
 
@@ -160,56 +144,60 @@ class _Loader:
 
     # --- tables -----------------------------------------------------------------------------------
 
-    def _read(self, s: dict[str, str], pool: ThreadPoolExecutor) -> dict[str, pa.Table]:
-        """The columns used of each table of one session, no join: the dispatches on a worker thread (its own
-        connection: SQLite decodes on one thread per connection), the others on this one meanwhile. A read
-        error names the table whose rows were being read when the joins ran in SQLite."""
-        has, t = s["_has"].split(","), {name: f'"{table}"' for name, table in s.items() if not name.startswith("_")}
-        k, r, m = s["kernel_dispatch"], s["region"], s["memory_copy"]
-        graph = ", graph_exec_id, graph_node_id" if "graph_exec_id" in s["_columns"].split(",") else ""
-        kernels = pool.submit(self._fetch_apart, f"""SELECT pid, agent_id, kernel_id, stream_id, start, "end",
-            grid_size_x, grid_size_y, grid_size_z, workgroup_size_x, workgroup_size_y, workgroup_size_z,
-            event_id{graph} FROM {t["kernel_dispatch"]}""", k)
-        # Text columns come as '' for NULL: adbc types an all-NULL first batch as int64 (as parsers.nsys).
-        queries = {"sym": (f"SELECT id, coalesce(display_name, kernel_name, '') AS name FROM {t['info_kernel_symbol']}",
-                           k),
-                   "agent": (f"SELECT id, type_index, coalesce(type, '') AS type FROM {t['info_agent']}", k),
-                   "e": (f"SELECT id, category_id, stack_id FROM {t['event']}", k),
-                   "p": (f"SELECT id, pid FROM {t['info_process']}", k)}
-        strings = (f"SELECT id, coalesce(string, '') AS string FROM {t['string']}", r if "region" in has else m)
-        if "region" in has:
-            queries |= {"r": (f'SELECT pid, tid, start, "end", name_id, event_id FROM {t["region"]}', r),
-                        "str": strings, "t": (f"SELECT id, tid FROM {t['info_thread']}", r)}
-            markers = [i for (i,) in self.small.execute(f"SELECT id FROM {t['string']} WHERE string LIKE 'MARKER%'")]
-        if "memory_copy" in has:
-            queries |= {"m": (f"""SELECT pid, stream_id, start, "end", name_id, size, event_id, src_agent_id,
-                dst_agent_id FROM {t['memory_copy']}""", m), "str": strings}
-        try:
-            tables = {name: self._fetch(self.db, sql, table) for name, (sql, table) in queries.items()}
-            if "region" in has and markers:
-                # A roctx range's message is in its event's extdata: parsed (by SQLite) for the marker events
-                # of regions only, as when the joins ran there.
-                events = tables["e"].filter(pc.is_in(tables["e"]["category_id"], pa.array(markers, pa.int64())))
-                ids = events["id"].filter(pc.is_in(events["id"], tables["r"]["event_id"].combine_chunks()))
-                if len(ids):
-                    tables["msg"] = self._fetch(self.db, f"""SELECT id, CAST(json_extract(extdata, '$.message') AS TEXT)
-                        AS message FROM {t['event']} WHERE id IN ({', '.join(map(str, ids.to_pylist()))})""", r)
-        finally:
-            kernels = kernels.result()  # the worker's error first, as the kernels were read first
-        return {"k": kernels, **tables}
+    def _session(self, s: dict[str, str], pool: ThreadPoolExecutor) -> None:
+        """One session's kernels, regions and copies. SQLite joins each record to its event, agent, process
+        and thread (rowid lookups, about free there); names stay ids, joined in DuckDB to the small symbol and
+        string tables, so no text is decoded per record. The dispatches are read on a worker thread, on their
+        own connection (SQLite decodes on one thread per connection), while this one reads and stores the rest."""
+        has, q = s["_has"].split(","), {name: f'"{table}"' for name, table in s.items() if not name.startswith("_")}
+        graph = (", k.graph_exec_id AS graph_id, k.graph_node_id" if "graph_exec_id" in s["_columns"].split(",")
+                 else "")
+        kernels = pool.submit(self._fetch_apart, f"""SELECT coalesce(p.pid, k.pid) AS pid, a.type_index AS device_id,
+                k.kernel_id, k.stream_id, k.start, k."end", k.grid_size_x, k.grid_size_y, k.grid_size_z,
+                k.workgroup_size_x, k.workgroup_size_y, k.workgroup_size_z, e.stack_id AS correlation_id{graph}
+            FROM {q['kernel_dispatch']} k
+            LEFT JOIN {q['event']} e ON e.id = k.event_id
+            LEFT JOIN {q['info_agent']} a ON a.id = k.agent_id
+            LEFT JOIN {q['info_process']} p ON p.id = k.pid""", s["kernel_dispatch"])
+        tables: dict[str, pa.Table] = {}
+        try:  # a read error names the table of the query that read the rows when the joins ran in SQLite
+            # Text columns come as '' for NULL: adbc types an all-NULL first batch as int64 (as parsers.nsys).
+            tables["sym"] = self._fetch(f"SELECT id, coalesce(display_name, kernel_name, '') AS name "
+                                        f"FROM {q['info_kernel_symbol']}", s["kernel_dispatch"])
+            if "region" in has:
+                tables["str"] = self._fetch(f"SELECT id, coalesce(string, '') AS string FROM {q['string']}",
+                                            s["region"])
+                markers = ",".join(str(i) for (i,) in self.small.execute(
+                    f"SELECT id FROM {q['string']} WHERE string LIKE 'MARKER%'"))
+                message = (f", coalesce(CASE WHEN e.category_id IN ({markers}) THEN "
+                           "CAST(json_extract(e.extdata, '$.message') AS TEXT) END, '') AS message" if markers else "")
+                tables["r"] = self._fetch(f"""SELECT coalesce(p.pid, r.pid) AS pid, coalesce(t.tid, r.tid) AS tid,
+                        r.start, r."end", r.name_id, e.category_id, e.stack_id AS correlation_id{message}
+                    FROM {q['region']} r
+                    LEFT JOIN {q['event']} e ON e.id = r.event_id
+                    LEFT JOIN {q['info_process']} p ON p.id = r.pid
+                    LEFT JOIN {q['info_thread']} t ON t.id = r.tid""", s["region"])
+                self._regions(tables)  # meanwhile the worker reads the dispatches
+            if "memory_copy" in has:
+                self._copies(s, q)
+            tables["k"] = kernels.result()
+            self._kernels(tables)
+        except BaseException:
+            kernels.result()  # the dispatches' read error first, as when they were read first
+            raise
 
     def _fetch_apart(self, sql: str, table: str) -> pa.Table:
         db = Sqlite(self.uri)
         try:
-            return self._fetch(db, sql, table)
+            return self._fetch(sql, table, db)
         finally:
             db.close()
 
-    def _fetch(self, db: Sqlite, sql: str, table: str) -> pa.Table:
+    def _fetch(self, sql: str, table: str, db: Sqlite | None = None) -> pa.Table:
         """The result of ``sql`` as an Arrow table; a string column with invalid UTF-8 decoded with replacement
-        and flagged row by row in a column ``<name>_bad`` (counted per row that shows it: _count_replaced)."""
+        and flagged row by row in a column ``<name>_bad`` (counted once per record that shows it: _replaced)."""
         try:
-            reader, stmt = query(db, sql)
+            reader, stmt = query(db or self.db, sql)
             try:
                 result = reader.read_all()
             finally:
@@ -231,104 +219,100 @@ class _Loader:
                     [v is not None and not _valid(v) for v in values], pa.bool_()))
         return result
 
-    def _kernels(self, s: dict[str, str], tables: dict[str, pa.Table]) -> None:
-        """Kernels, short_name from the function name of each distinct name used (``kernel_names``)."""
-        used = self.con.sql("""SELECT id, nullif(name::VARCHAR, '') AS name FROM _rocpd_sym
-            WHERE id IN (SELECT kernel_id FROM _rocpd_k)""").to_arrow_table()
-        shorts: dict[str, str] = {}
-        names = used.column("name").to_pylist()
-        short = [None if n is None else shorts.setdefault(n, function_name(n)) if n not in shorts else shorts[n]
-                 for n in names]
-        self.con.register("_rocpd_short", used.append_column("short", pa.array(short, pa.string())))
-        graph = ("nullif(k.graph_exec_id, 0), CASE WHEN k.graph_exec_id > 0 THEN k.graph_node_id END"
-                 if "graph_exec_id" in tables["k"].column_names else "NULL, NULL")
+    def _run(self, sql: str, tables: dict[str, pa.Table]) -> list[tuple]:
+        """Run ``sql`` on the store with ``tables`` registered as ``_rocpd_<name>``; its rows."""
+        for name, table in tables.items():
+            self.con.register(f"_rocpd_{name}", table)
         try:
-            self._sql(f"""INSERT INTO kernels (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, name,
-                    short_name, correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, graph_id,
-                    graph_node_id)
-                SELECT {_sql_int(self.rank)}, coalesce(p.pid, k.pid), a.type_index, k.stream_id, k.start, k."end",
-                    k."end" - k.start, u.name, u.short, e.stack_id,
-                    CAST(ceil(k.grid_size_x / greatest(k.workgroup_size_x, 1)) AS INTEGER),
-                    CAST(ceil(k.grid_size_y / greatest(k.workgroup_size_y, 1)) AS INTEGER),
-                    CAST(ceil(k.grid_size_z / greatest(k.workgroup_size_z, 1)) AS INTEGER),
-                    k.workgroup_size_x, k.workgroup_size_y, k.workgroup_size_z, {graph}
-                FROM _rocpd_k k
-                LEFT JOIN _rocpd_short u ON u.id = k.kernel_id
-                LEFT JOIN _rocpd_agent a ON a.id = k.agent_id
-                LEFT JOIN _rocpd_e e ON e.id = k.event_id
-                LEFT JOIN _rocpd_p p ON p.id = k.pid""")
+            return self.con.execute(sql).fetchall()
         finally:
-            self.con.unregister("_rocpd_short")
+            for name in tables:
+                self.con.unregister(f"_rocpd_{name}")
+
+    def _replaced(self, tables: dict[str, pa.Table], counts: list[tuple[str, str, str]]) -> None:
+        """Strings decoded with replacement, counted once per record that shows one, as when every record's
+        joined text was checked: ``counts`` says, per flag (``<column>_bad`` of a table), the records joined."""
+        for table, flag, joined in counts:
+            if flag in tables[table].column_names:
+                self.replaced += self._run(f"SELECT count(*) FROM {joined} WHERE x.{flag}", tables)[0][0]
+
+    def _kernels(self, tables: dict[str, pa.Table]) -> None:
+        """Kernels; short_name the function name of each distinct name used (``kernel_names``)."""
+        self._replaced(tables, [("sym", "name_bad", "_rocpd_k k JOIN _rocpd_sym x ON x.id = k.kernel_id")])
+        for name, table in tables.items():
+            self.con.register(f"_rocpd_{name}", table)
+        try:
+            used = self.con.sql("""SELECT id, nullif(name::VARCHAR, '') AS name FROM _rocpd_sym
+                WHERE id IN (SELECT kernel_id FROM _rocpd_k)""").to_arrow_table()
+        finally:
+            for name in tables:
+                self.con.unregister(f"_rocpd_{name}")
+        shorts: dict[str, str] = {}
+        short = [None if n is None else shorts[n] if n in shorts else shorts.setdefault(n, function_name(n))
+                 for n in used.column("name").to_pylist()]
+        graph = ("nullif(graph_id, 0), CASE WHEN graph_id > 0 THEN graph_node_id END"
+                 if "graph_id" in tables["k"].column_names else "NULL, NULL")
+        self._run(f"""INSERT INTO kernels (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, name, short_name,
+                correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, graph_id, graph_node_id)
+            SELECT {_sql_int(self.rank)}, pid, device_id, stream_id, start, "end", "end" - start, u.name, u.short,
+                correlation_id, CAST(ceil(grid_size_x / greatest(workgroup_size_x, 1)) AS INTEGER),
+                CAST(ceil(grid_size_y / greatest(workgroup_size_y, 1)) AS INTEGER),
+                CAST(ceil(grid_size_z / greatest(workgroup_size_z, 1)) AS INTEGER),
+                workgroup_size_x, workgroup_size_y, workgroup_size_z, {graph}
+            FROM _rocpd_k k LEFT JOIN _rocpd_short u ON u.id = k.kernel_id""",
+                  {"k": tables["k"], "short": used.append_column("short", pa.array(short, pa.string()))})
 
     def _regions(self, tables: dict[str, pa.Table]) -> None:
-        has_message = "msg" in tables
+        self._replaced(tables, [("str", "string_bad", "_rocpd_r r JOIN _rocpd_str x ON x.id = r.name_id"),
+                                ("str", "string_bad", "_rocpd_r r JOIN _rocpd_str x ON x.id = r.category_id"),
+                                ("r", "message_bad", "_rocpd_r x")])
+        message = "nullif(r.message::VARCHAR, '')" if "message" in tables["r"].column_names else "NULL::VARCHAR"
+        regions = f"""(SELECT r.pid, r.tid, r.start, r."end", nullif(n.string::VARCHAR, '') AS name,
+                nullif(c.string::VARCHAR, '') AS category, r.correlation_id, {message} AS message
+            FROM _rocpd_r r LEFT JOIN _rocpd_str n ON n.id = r.name_id
+            LEFT JOIN _rocpd_str c ON c.id = r.category_id)"""
         rank = _sql_int(self.rank)
-        self._sql(f"""CREATE OR REPLACE TEMP TABLE _rocpd_regions AS
-            SELECT coalesce(p.pid, r.pid) AS pid, coalesce(t.tid, r.tid) AS tid, r.start, r."end",
-                nullif(n.string::VARCHAR, '') AS name, nullif(c.string::VARCHAR, '') AS category,
-                e.stack_id AS correlation_id,
-                {"nullif(m.message::VARCHAR, '')" if has_message else "NULL::VARCHAR"} AS message
-            FROM _rocpd_r r
-            LEFT JOIN _rocpd_str n ON n.id = r.name_id
-            LEFT JOIN _rocpd_e e ON e.id = r.event_id
-            LEFT JOIN _rocpd_str c ON c.id = e.category_id
-            {"LEFT JOIN _rocpd_msg m ON m.id = r.event_id" if has_message else ""}
-            LEFT JOIN _rocpd_p p ON p.id = r.pid
-            LEFT JOIN _rocpd_t t ON t.id = r.tid""")
-        self._sql(f"""INSERT INTO api_calls (rank, pid, tid, start_ns, end_ns, dur_ns, name, raw_name, api,
+        self._run(f"""INSERT INTO api_calls (rank, pid, tid, start_ns, end_ns, dur_ns, name, raw_name, api,
                 correlation_id, is_duplicate)
             SELECT {rank}, pid, tid, start, "end", "end" - start, name, name, 'runtime', correlation_id, false
-            FROM _rocpd_regions WHERE category LIKE 'HIP\\_%' ESCAPE '\\'""")
-        self._sql(f"""INSERT INTO ranges (rank, pid, tid, start_ns, end_ns, dur_ns, name, domain, source,
+            FROM {regions} WHERE category LIKE 'HIP\\_%' ESCAPE '\\'""", tables)
+        self._run(f"""INSERT INTO ranges (rank, pid, tid, start_ns, end_ns, dur_ns, name, domain, source,
                 style, end_tid, kind)
             SELECT {rank}, pid, tid, start, "end", "end" - start,
                 CASE WHEN category = 'RCCL_API' THEN name ELSE message END,
                 CASE WHEN category = 'RCCL_API' THEN 'RCCL' END,
                 CASE WHEN category = 'RCCL_API' THEN 'rccl_api' ELSE 'roctx' END,
                 CASE WHEN name = 'roctxProcessRangeA' THEN 'StartEnd' ELSE 'PushPop' END, tid, 'range'
-            FROM _rocpd_regions
-            WHERE category = 'RCCL_API' OR (category = 'MARKER_CORE_RANGE_API' AND message IS NOT NULL)""")
-        for category, count in self.con.execute("""SELECT coalesce(category, '(none)'), count(*) FROM _rocpd_regions
+            FROM {regions}
+            WHERE category = 'RCCL_API' OR (category = 'MARKER_CORE_RANGE_API' AND message IS NOT NULL)""", tables)
+        for category, count in self._run(f"""SELECT coalesce(category, '(none)'), count(*) FROM {regions}
                 WHERE NOT (category LIKE 'HIP\\_%' ESCAPE '\\' OR category = 'RCCL_API'
                            OR (category = 'MARKER_CORE_RANGE_API' AND message IS NOT NULL))
-                GROUP BY ALL ORDER BY 1""").fetchall():
+                GROUP BY ALL ORDER BY 1""", tables):
             self.notes.append(("skipped_regions", count, f"{category} regions (not HIP API calls or roctx ranges)"))
-        self._sql("DROP TABLE _rocpd_regions")
 
-    def _copies(self) -> None:
+    def _copies(self, s: dict[str, str], q: dict[str, str]) -> None:
+        m = self._fetch(f"""SELECT coalesce(p.pid, m.pid) AS pid, m.stream_id, m.start, m."end",
+                coalesce(n.string, '') AS operation, m.size, e.stack_id AS correlation_id,
+                coalesce(src.type, '') AS src_type, src.type_index AS src_index, coalesce(dst.type, '') AS dst_type,
+                dst.type_index AS dst_index
+            FROM {q['memory_copy']} m
+            LEFT JOIN {q['string']} n ON n.id = m.name_id
+            LEFT JOIN {q['event']} e ON e.id = m.event_id
+            LEFT JOIN {q['info_agent']} src ON src.id = m.src_agent_id
+            LEFT JOIN {q['info_agent']} dst ON dst.id = m.dst_agent_id
+            LEFT JOIN {q['info_process']} p ON p.id = m.pid""", s["memory_copy"])
+        self._replaced({"m": m}, [("m", flag, "_rocpd_m x") for flag in ("operation_bad", "src_type_bad",
+                                                                            "dst_type_bad")])
         cases = " ".join(f"WHEN '{op}' THEN '{kind}'" for op, kind in COPY_KINDS.items())
-        self._sql(f"""INSERT INTO memops (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, kind,
-                copy_kind, bytes, correlation_id)
-            SELECT {_sql_int(self.rank)}, coalesce(p.pid, m.pid),
-                CASE WHEN dst.type::VARCHAR = 'GPU' THEN dst.type_index ELSE src.type_index END,
-                m.stream_id, m.start, m."end", m."end" - m.start, 'memcpy',
-                CASE WHEN n.string::VARCHAR = 'MEMORY_COPY_DEVICE_TO_DEVICE' AND src.type_index <> dst.type_index
-                    THEN 'PtoP' ELSE CASE n.string::VARCHAR {cases} END END,
-                m.size, e.stack_id
-            FROM _rocpd_m m
-            LEFT JOIN _rocpd_str n ON n.id = m.name_id
-            LEFT JOIN _rocpd_e e ON e.id = m.event_id
-            LEFT JOIN _rocpd_agent src ON src.id = m.src_agent_id
-            LEFT JOIN _rocpd_agent dst ON dst.id = m.dst_agent_id
-            LEFT JOIN _rocpd_p p ON p.id = m.pid""")
-
-    def _count_replaced(self, tables: dict[str, pa.Table]) -> None:
-        """Strings decoded with replacement, counted once per kernel, region or copy that shows one (as when
-        the joins ran in SQLite and every joined row was checked)."""
-        flagged = {name for name, table in tables.items() for c in table.column_names if c.endswith("_bad")}
-        if not flagged:
-            return
-        counts = [("sym", "name_bad", "_rocpd_k k JOIN _rocpd_sym x ON x.id = k.kernel_id"),
-                  ("str", "string_bad", "_rocpd_r r JOIN _rocpd_str x ON x.id = r.name_id"),
-                  ("str", "string_bad", "_rocpd_r r JOIN _rocpd_e e ON e.id = r.event_id "
-                                        "JOIN _rocpd_str x ON x.id = e.category_id"),
-                  ("msg", "message_bad", "_rocpd_r r JOIN _rocpd_msg x ON x.id = r.event_id"),
-                  ("str", "string_bad", "_rocpd_m m JOIN _rocpd_str x ON x.id = m.name_id"),
-                  ("agent", "type_bad", "_rocpd_m m JOIN _rocpd_agent x ON x.id = m.src_agent_id"),
-                  ("agent", "type_bad", "_rocpd_m m JOIN _rocpd_agent x ON x.id = m.dst_agent_id")]
-        for table, flag, joined in counts:
-            if table in flagged and flag in tables[table].column_names and joined.split()[0][7:] in tables:
-                self.replaced += self.con.execute(f"SELECT count(*) FROM {joined} WHERE x.{flag}").fetchall()[0][0]
+        self._run(f"""INSERT INTO memops (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, kind, copy_kind,
+                bytes, correlation_id)
+            SELECT {_sql_int(self.rank)}, pid, CASE WHEN dst_type = 'GPU' THEN dst_index ELSE src_index END,
+                stream_id, start, "end", "end" - start, 'memcpy',
+                CASE WHEN operation = 'MEMORY_COPY_DEVICE_TO_DEVICE' AND src_index <> dst_index THEN 'PtoP'
+                    ELSE CASE operation {cases} END END,
+                size, correlation_id
+            FROM _rocpd_m""", {"m": m})
 
     def _devices(self, s: dict[str, str]) -> None:
         rows = []
