@@ -34,6 +34,7 @@ from urllib.parse import quote
 import adbc_driver_manager
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracekit.errors import InputError
 from tracekit.parsers.kernel_names import function_name
@@ -145,64 +146,63 @@ class _Loader:
     # --- tables -----------------------------------------------------------------------------------
 
     def _session(self, s: dict[str, str], pool: ThreadPoolExecutor) -> None:
-        """One session's kernels, regions and copies. SQLite joins each record to its event, agent, process
-        and thread (rowid lookups, about free there); names stay ids, joined in DuckDB to the small symbol and
-        string tables, so no text is decoded per record. The dispatches are read on a worker thread, on their
-        own connection (SQLite decodes on one thread per connection), while this one reads and stores the rest."""
+        """One session's kernels, regions and copies, stored in the order SQLite reads them.
+
+        SQLite joins each record to its event, agent, process and thread (rowid lookups, about free there);
+        names stay ids, looked up in Arrow from the small symbol and string tables, so no text is decoded per
+        record and DuckDB runs no join. The dispatches are read on a worker thread, on their own connection
+        (SQLite decodes on one thread per connection), while this one reads and stores the rest. A read error
+        names the table of the query that read the rows when every join ran in SQLite.
+        """
         has, q = s["_has"].split(","), {name: f'"{table}"' for name, table in s.items() if not name.startswith("_")}
         graph = (", k.graph_exec_id AS graph_id, k.graph_node_id" if "graph_exec_id" in s["_columns"].split(",")
                  else "")
-        kernels = pool.submit(self._fetch_apart, f"""SELECT coalesce(p.pid, k.pid) AS pid, a.type_index AS device_id,
+        kernels = pool.submit(self._fetch, f"""SELECT coalesce(p.pid, k.pid) AS pid, a.type_index AS device_id,
                 k.kernel_id, k.stream_id, k.start, k."end", k.grid_size_x, k.grid_size_y, k.grid_size_z,
                 k.workgroup_size_x, k.workgroup_size_y, k.workgroup_size_z, e.stack_id AS correlation_id{graph}
             FROM {q['kernel_dispatch']} k
             LEFT JOIN {q['event']} e ON e.id = k.event_id
             LEFT JOIN {q['info_agent']} a ON a.id = k.agent_id
-            LEFT JOIN {q['info_process']} p ON p.id = k.pid""", s["kernel_dispatch"])
-        tables: dict[str, pa.Table] = {}
-        try:  # a read error names the table of the query that read the rows when the joins ran in SQLite
+            LEFT JOIN {q['info_process']} p ON p.id = k.pid""", s["kernel_dispatch"], apart=True)
+        try:
             # Text columns come as '' for NULL: adbc types an all-NULL first batch as int64 (as parsers.nsys).
-            tables["sym"] = self._fetch(f"SELECT id, coalesce(display_name, kernel_name, '') AS name "
-                                        f"FROM {q['info_kernel_symbol']}", s["kernel_dispatch"])
+            symbols = self._fetch(f"SELECT id, coalesce(display_name, kernel_name, '') AS name "
+                                  f"FROM {q['info_kernel_symbol']}", s["kernel_dispatch"])
             if "region" in has:
-                tables["str"] = self._fetch(f"SELECT id, coalesce(string, '') AS string FROM {q['string']}",
-                                            s["region"])
                 markers = ",".join(str(i) for (i,) in self.small.execute(
                     f"SELECT id FROM {q['string']} WHERE string LIKE 'MARKER%'"))
-                message = (f", coalesce(CASE WHEN e.category_id IN ({markers}) THEN "
-                           "CAST(json_extract(e.extdata, '$.message') AS TEXT) END, '') AS message" if markers else "")
-                tables["r"] = self._fetch(f"""SELECT coalesce(p.pid, r.pid) AS pid, coalesce(t.tid, r.tid) AS tid,
-                        r.start, r."end", r.name_id, e.category_id, e.stack_id AS correlation_id{message}
+                message = (f"coalesce(CASE WHEN e.category_id IN ({markers}) THEN CAST(json_extract(e.extdata, "
+                           "'$.message') AS TEXT) END, '')" if markers else "NULL")
+                regions = self._fetch(f"""SELECT coalesce(p.pid, r.pid) AS pid, coalesce(t.tid, r.tid) AS tid,
+                        r.start, r."end", r.name_id, e.category_id, e.stack_id AS correlation_id, {message} AS message
                     FROM {q['region']} r
                     LEFT JOIN {q['event']} e ON e.id = r.event_id
                     LEFT JOIN {q['info_process']} p ON p.id = r.pid
                     LEFT JOIN {q['info_thread']} t ON t.id = r.tid""", s["region"])
-                self._regions(tables)  # meanwhile the worker reads the dispatches
+                strings = self._fetch(f"SELECT id, coalesce(string, '') AS string FROM {q['string']}", s["region"])
+                self._regions(regions, strings)  # meanwhile the worker reads the dispatches
             if "memory_copy" in has:
                 self._copies(s, q)
-            tables["k"] = kernels.result()
-            self._kernels(tables)
+            self._kernels(kernels.result(), symbols)
         except BaseException:
             kernels.result()  # the dispatches' read error first, as when they were read first
             raise
 
-    def _fetch_apart(self, sql: str, table: str) -> pa.Table:
-        db = Sqlite(self.uri)
+    def _fetch(self, sql: str, table: str, apart: bool = False) -> pa.Table:
+        """The result of ``sql`` (on a connection of its own if ``apart``) as an Arrow table; a string column
+        with invalid UTF-8 decoded with replacement and flagged row by row in a column ``<name>_bad``."""
         try:
-            return self._fetch(sql, table, db)
-        finally:
-            db.close()
-
-    def _fetch(self, sql: str, table: str, db: Sqlite | None = None) -> pa.Table:
-        """The result of ``sql`` as an Arrow table; a string column with invalid UTF-8 decoded with replacement
-        and flagged row by row in a column ``<name>_bad`` (counted once per record that shows it: _replaced)."""
-        try:
-            reader, stmt = query(db or self.db, sql)
+            db = Sqlite(self.uri) if apart else self.db
             try:
-                result = reader.read_all()
+                reader, stmt = query(db, sql)
+                try:
+                    result = reader.read_all()
+                finally:
+                    reader.close()
+                    stmt.close()
             finally:
-                reader.close()
-                stmt.close()
+                if apart:
+                    db.close()
         except (adbc_driver_manager.Error, pa.ArrowException, OSError) as exc:
             raise InputError(f"{self.path}: cannot read {table} ({one_line(exc)})") from None
         for i, name in enumerate(result.column_names):
@@ -219,64 +219,57 @@ class _Loader:
                     [v is not None and not _valid(v) for v in values], pa.bool_()))
         return result
 
-    def _run(self, sql: str, tables: dict[str, pa.Table]) -> list[tuple]:
-        """Run ``sql`` on the store with ``tables`` registered as ``_rocpd_<name>``; its rows."""
-        for name, table in tables.items():
-            self.con.register(f"_rocpd_{name}", table)
+    def _lookup(self, keys: pa.ChunkedArray, table: pa.Table, column: str) -> pa.ChunkedArray:
+        """``table[column]`` of the row whose id is each key (a LEFT JOIN on a unique id, in the keys' order);
+        a string decoded with replacement counts once per record that shows it, as when SQLite joined it."""
+        rows = pc.index_in(keys, table["id"]) if len(table) else pa.nulls(len(keys), pa.int32())
+        if f"{column}_bad" in table.column_names:
+            self.replaced += pc.sum(table[f"{column}_bad"].take(rows)).as_py() or 0
+        return table[column].take(rows) if len(table) else pa.nulls(len(keys), pa.string())
+
+    def _insert(self, sql: str, table: pa.Table) -> list[tuple]:
+        """Run ``sql`` on the store with ``table`` registered as ``_rocpd``; its rows."""
+        self.con.register("_rocpd", table)
         try:
             return self.con.execute(sql).fetchall()
         finally:
-            for name in tables:
-                self.con.unregister(f"_rocpd_{name}")
+            self.con.unregister("_rocpd")
 
-    def _replaced(self, tables: dict[str, pa.Table], counts: list[tuple[str, str, str]]) -> None:
-        """Strings decoded with replacement, counted once per record that shows one, as when every record's
-        joined text was checked: ``counts`` says, per flag (``<column>_bad`` of a table), the records joined."""
-        for table, flag, joined in counts:
-            if flag in tables[table].column_names:
-                self.replaced += self._run(f"SELECT count(*) FROM {joined} WHERE x.{flag}", tables)[0][0]
-
-    def _kernels(self, tables: dict[str, pa.Table]) -> None:
+    def _kernels(self, kernels: pa.Table, symbols: pa.Table) -> None:
         """Kernels; short_name the function name of each distinct name used (``kernel_names``)."""
-        self._replaced(tables, [("sym", "name_bad", "_rocpd_k k JOIN _rocpd_sym x ON x.id = k.kernel_id")])
-        for name, table in tables.items():
-            self.con.register(f"_rocpd_{name}", table)
-        try:
-            used = self.con.sql("""SELECT id, nullif(name::VARCHAR, '') AS name FROM _rocpd_sym
-                WHERE id IN (SELECT kernel_id FROM _rocpd_k)""").to_arrow_table()
-        finally:
-            for name in tables:
-                self.con.unregister(f"_rocpd_{name}")
+        used = symbols.filter(pc.is_in(symbols["id"], pc.unique(kernels["kernel_id"]))) if len(symbols) else symbols
         shorts: dict[str, str] = {}
-        short = [None if n is None else shorts[n] if n in shorts else shorts.setdefault(n, function_name(n))
-                 for n in used.column("name").to_pylist()]
+        for name in used.column("name").to_pylist() if len(used) else []:
+            if name and name not in shorts:
+                shorts[name] = function_name(name)
+        used = used.append_column("short", pa.array([shorts.get(n) for n in used.column("name").to_pylist()]
+                                                    if len(used) else [], pa.string()))
+        kernels = kernels.append_column("name", self._lookup(kernels["kernel_id"], used, "name"))
+        kernels = kernels.append_column("short", self._lookup(kernels["kernel_id"], used, "short"))
         graph = ("nullif(graph_id, 0), CASE WHEN graph_id > 0 THEN graph_node_id END"
-                 if "graph_id" in tables["k"].column_names else "NULL, NULL")
-        self._run(f"""INSERT INTO kernels (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, name, short_name,
-                correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, graph_id, graph_node_id)
-            SELECT {_sql_int(self.rank)}, pid, device_id, stream_id, start, "end", "end" - start, u.name, u.short,
-                correlation_id, CAST(ceil(grid_size_x / greatest(workgroup_size_x, 1)) AS INTEGER),
+                 if "graph_id" in kernels.column_names else "NULL, NULL")
+        self._insert(f"""INSERT INTO kernels (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, name,
+                short_name, correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, graph_id, graph_node_id)
+            SELECT {_sql_int(self.rank)}, pid, device_id, stream_id, start, "end", "end" - start, nullif(name, ''),
+                short, correlation_id, CAST(ceil(grid_size_x / greatest(workgroup_size_x, 1)) AS INTEGER),
                 CAST(ceil(grid_size_y / greatest(workgroup_size_y, 1)) AS INTEGER),
                 CAST(ceil(grid_size_z / greatest(workgroup_size_z, 1)) AS INTEGER),
                 workgroup_size_x, workgroup_size_y, workgroup_size_z, {graph}
-            FROM _rocpd_k k LEFT JOIN _rocpd_short u ON u.id = k.kernel_id""",
-                  {"k": tables["k"], "short": used.append_column("short", pa.array(short, pa.string()))})
+            FROM _rocpd""", kernels)
 
-    def _regions(self, tables: dict[str, pa.Table]) -> None:
-        self._replaced(tables, [("str", "string_bad", "_rocpd_r r JOIN _rocpd_str x ON x.id = r.name_id"),
-                                ("str", "string_bad", "_rocpd_r r JOIN _rocpd_str x ON x.id = r.category_id"),
-                                ("r", "message_bad", "_rocpd_r x")])
-        message = "nullif(r.message::VARCHAR, '')" if "message" in tables["r"].column_names else "NULL::VARCHAR"
-        regions = f"""(SELECT r.pid, r.tid, r.start, r."end", nullif(n.string::VARCHAR, '') AS name,
-                nullif(c.string::VARCHAR, '') AS category, r.correlation_id, {message} AS message
-            FROM _rocpd_r r LEFT JOIN _rocpd_str n ON n.id = r.name_id
-            LEFT JOIN _rocpd_str c ON c.id = r.category_id)"""
+    def _regions(self, regions: pa.Table, strings: pa.Table) -> None:
+        regions = regions.append_column("name", self._lookup(regions["name_id"], strings, "string"))
+        regions = regions.append_column("category", self._lookup(regions["category_id"], strings, "string"))
+        if "message_bad" in regions.column_names:
+            self.replaced += pc.sum(regions["message_bad"]).as_py() or 0
+        table, regions = regions, """(SELECT pid, tid, start, "end", nullif(name, '') AS name,
+            nullif(category, '') AS category, correlation_id, nullif(message::VARCHAR, '') AS message FROM _rocpd)"""
         rank = _sql_int(self.rank)
-        self._run(f"""INSERT INTO api_calls (rank, pid, tid, start_ns, end_ns, dur_ns, name, raw_name, api,
+        self._insert(f"""INSERT INTO api_calls (rank, pid, tid, start_ns, end_ns, dur_ns, name, raw_name, api,
                 correlation_id, is_duplicate)
             SELECT {rank}, pid, tid, start, "end", "end" - start, name, name, 'runtime', correlation_id, false
-            FROM {regions} WHERE category LIKE 'HIP\\_%' ESCAPE '\\'""", tables)
-        self._run(f"""INSERT INTO ranges (rank, pid, tid, start_ns, end_ns, dur_ns, name, domain, source,
+            FROM {regions} WHERE category LIKE 'HIP\\_%' ESCAPE '\\'""", table)
+        self._insert(f"""INSERT INTO ranges (rank, pid, tid, start_ns, end_ns, dur_ns, name, domain, source,
                 style, end_tid, kind)
             SELECT {rank}, pid, tid, start, "end", "end" - start,
                 CASE WHEN category = 'RCCL_API' THEN name ELSE message END,
@@ -284,11 +277,11 @@ class _Loader:
                 CASE WHEN category = 'RCCL_API' THEN 'rccl_api' ELSE 'roctx' END,
                 CASE WHEN name = 'roctxProcessRangeA' THEN 'StartEnd' ELSE 'PushPop' END, tid, 'range'
             FROM {regions}
-            WHERE category = 'RCCL_API' OR (category = 'MARKER_CORE_RANGE_API' AND message IS NOT NULL)""", tables)
-        for category, count in self._run(f"""SELECT coalesce(category, '(none)'), count(*) FROM {regions}
+            WHERE category = 'RCCL_API' OR (category = 'MARKER_CORE_RANGE_API' AND message IS NOT NULL)""", table)
+        for category, count in self._insert(f"""SELECT coalesce(category, '(none)'), count(*) FROM {regions}
                 WHERE NOT (category LIKE 'HIP\\_%' ESCAPE '\\' OR category = 'RCCL_API'
                            OR (category = 'MARKER_CORE_RANGE_API' AND message IS NOT NULL))
-                GROUP BY ALL ORDER BY 1""", tables):
+                GROUP BY ALL ORDER BY 1""", table):
             self.notes.append(("skipped_regions", count, f"{category} regions (not HIP API calls or roctx ranges)"))
 
     def _copies(self, s: dict[str, str], q: dict[str, str]) -> None:
@@ -302,17 +295,18 @@ class _Loader:
             LEFT JOIN {q['info_agent']} src ON src.id = m.src_agent_id
             LEFT JOIN {q['info_agent']} dst ON dst.id = m.dst_agent_id
             LEFT JOIN {q['info_process']} p ON p.id = m.pid""", s["memory_copy"])
-        self._replaced({"m": m}, [("m", flag, "_rocpd_m x") for flag in ("operation_bad", "src_type_bad",
-                                                                            "dst_type_bad")])
+        for flag in ("operation_bad", "src_type_bad", "dst_type_bad"):
+            if flag in m.column_names:
+                self.replaced += pc.sum(m[flag]).as_py() or 0
         cases = " ".join(f"WHEN '{op}' THEN '{kind}'" for op, kind in COPY_KINDS.items())
-        self._run(f"""INSERT INTO memops (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, kind, copy_kind,
+        self._insert(f"""INSERT INTO memops (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, kind, copy_kind,
                 bytes, correlation_id)
             SELECT {_sql_int(self.rank)}, pid, CASE WHEN dst_type = 'GPU' THEN dst_index ELSE src_index END,
                 stream_id, start, "end", "end" - start, 'memcpy',
                 CASE WHEN operation = 'MEMORY_COPY_DEVICE_TO_DEVICE' AND src_index <> dst_index THEN 'PtoP'
                     ELSE CASE operation {cases} END END,
                 size, correlation_id
-            FROM _rocpd_m""", {"m": m})
+            FROM _rocpd""", m)
 
     def _devices(self, s: dict[str, str]) -> None:
         rows = []
