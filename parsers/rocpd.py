@@ -157,35 +157,41 @@ class _Loader:
         has, q = s["_has"].split(","), {name: f'"{table}"' for name, table in s.items() if not name.startswith("_")}
         graph = (", k.graph_exec_id AS graph_id, k.graph_node_id" if "graph_exec_id" in s["_columns"].split(",")
                  else "")
-        kernels = pool.submit(self._fetch, f"""SELECT coalesce(p.pid, k.pid) AS pid, a.type_index AS device_id,
-                k.kernel_id, k.stream_id, k.start, k."end", k.grid_size_x, k.grid_size_y, k.grid_size_z,
-                k.workgroup_size_x, k.workgroup_size_y, k.workgroup_size_z, e.stack_id AS correlation_id{graph}
-            FROM {q['kernel_dispatch']} k
-            LEFT JOIN {q['event']} e ON e.id = k.event_id
-            LEFT JOIN {q['info_agent']} a ON a.id = k.agent_id
-            LEFT JOIN {q['info_process']} p ON p.id = k.pid""", s["kernel_dispatch"], apart=True)
+        reading = pool.submit(self._fetch, f"""SELECT k.pid, k.agent_id, k.kernel_id, k.stream_id, k.start, k."end",
+                k.grid_size_x, k.grid_size_y, k.grid_size_z, k.workgroup_size_x, k.workgroup_size_y, k.workgroup_size_z,
+                e.stack_id AS correlation_id{graph}
+            FROM {q['kernel_dispatch']} k LEFT JOIN {q['event']} e ON e.id = k.event_id""", s["kernel_dispatch"],
+                              apart=True)
         try:
             # Text columns come as '' for NULL: adbc types an all-NULL first batch as int64 (as parsers.nsys).
             symbols = self._fetch(f"SELECT id, coalesce(display_name, kernel_name, '') AS name "
                                   f"FROM {q['info_kernel_symbol']}", s["kernel_dispatch"])
+            agents = self._fetch(f"SELECT id, type_index FROM {q['info_agent']}", s["kernel_dispatch"])
+            processes = self._fetch(f"SELECT id, pid FROM {q['info_process']}", s["kernel_dispatch"])
             if "region" in has:
                 markers = ",".join(str(i) for (i,) in self.small.execute(
                     f"SELECT id FROM {q['string']} WHERE string LIKE 'MARKER%'"))
                 message = (f"coalesce(CASE WHEN e.category_id IN ({markers}) THEN CAST(json_extract(e.extdata, "
                            "'$.message') AS TEXT) END, '')" if markers else "NULL")
-                regions = self._fetch(f"""SELECT coalesce(p.pid, r.pid) AS pid, coalesce(t.tid, r.tid) AS tid,
-                        r.start, r."end", r.name_id, e.category_id, e.stack_id AS correlation_id, {message} AS message
-                    FROM {q['region']} r
-                    LEFT JOIN {q['event']} e ON e.id = r.event_id
-                    LEFT JOIN {q['info_process']} p ON p.id = r.pid
-                    LEFT JOIN {q['info_thread']} t ON t.id = r.tid""", s["region"])
+                regions = self._fetch(f"""SELECT r.pid, r.tid, r.start, r."end", r.name_id, e.category_id,
+                        e.stack_id AS correlation_id, {message} AS message
+                    FROM {q['region']} r LEFT JOIN {q['event']} e ON e.id = r.event_id""", s["region"])
+                threads = self._fetch(f"SELECT id, tid FROM {q['info_thread']}", s["region"])
+                regions = regions.set_column(0, "pid", pc.coalesce(self._lookup(regions["pid"], processes, "pid"),
+                                                                   regions["pid"]))
+                regions = regions.set_column(1, "tid", pc.coalesce(self._lookup(regions["tid"], threads, "tid"),
+                                                                   regions["tid"]))
                 strings = self._fetch(f"SELECT id, coalesce(string, '') AS string FROM {q['string']}", s["region"])
                 self._regions(regions, strings)  # meanwhile the worker reads the dispatches
             if "memory_copy" in has:
                 self._copies(s, q)
-            self._kernels(kernels.result(), symbols)
+            kernels = reading.result()
+            kernels = kernels.set_column(0, "pid", pc.coalesce(self._lookup(kernels["pid"], processes, "pid"),
+                                                               kernels["pid"]))
+            kernels = kernels.set_column(1, "device_id", self._lookup(kernels["agent_id"], agents, "type_index"))
+            self._kernels(kernels, symbols)
         except BaseException:
-            kernels.result()  # the dispatches' read error first, as when they were read first
+            reading.result()  # the dispatches' read error first, as when they were read first
             raise
 
     def _fetch(self, sql: str, table: str, apart: bool = False) -> pa.Table:
@@ -222,10 +228,10 @@ class _Loader:
     def _lookup(self, keys: pa.ChunkedArray, table: pa.Table, column: str) -> pa.ChunkedArray:
         """``table[column]`` of the row whose id is each key (a LEFT JOIN on a unique id, in the keys' order);
         a string decoded with replacement counts once per record that shows it, as when SQLite joined it."""
-        rows = pc.index_in(keys, table["id"]) if len(table) else pa.nulls(len(keys), pa.int32())
+        rows = pc.index_in(keys, table["id"])
         if f"{column}_bad" in table.column_names:
             self.replaced += pc.sum(table[f"{column}_bad"].take(rows)).as_py() or 0
-        return table[column].take(rows) if len(table) else pa.nulls(len(keys), pa.string())
+        return table[column].take(rows)
 
     def _insert(self, sql: str, table: pa.Table) -> list[tuple]:
         """Run ``sql`` on the store with ``table`` registered as ``_rocpd``; its rows."""
@@ -250,7 +256,7 @@ class _Loader:
                  if "graph_id" in kernels.column_names else "NULL, NULL")
         self._insert(f"""INSERT INTO kernels (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, name,
                 short_name, correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, graph_id, graph_node_id)
-            SELECT {_sql_int(self.rank)}, pid, device_id, stream_id, start, "end", "end" - start, nullif(name, ''),
+            SELECT {_sql_int(self.rank)}, pid, device_id, stream_id, start, "end", "end" - start, nullif(name::VARCHAR, ''),
                 short, correlation_id, CAST(ceil(grid_size_x / greatest(workgroup_size_x, 1)) AS INTEGER),
                 CAST(ceil(grid_size_y / greatest(workgroup_size_y, 1)) AS INTEGER),
                 CAST(ceil(grid_size_z / greatest(workgroup_size_z, 1)) AS INTEGER),
@@ -262,13 +268,19 @@ class _Loader:
         regions = regions.append_column("category", self._lookup(regions["category_id"], strings, "string"))
         if "message_bad" in regions.column_names:
             self.replaced += pc.sum(regions["message_bad"]).as_py() or 0
-        table, regions = regions, """(SELECT pid, tid, start, "end", nullif(name, '') AS name,
-            nullif(category, '') AS category, correlation_id, nullif(message::VARCHAR, '') AS message FROM _rocpd)"""
-        rank = _sql_int(self.rank)
+        view = """(SELECT pid, tid, start, "end", nullif(name::VARCHAR, '') AS name, nullif(category::VARCHAR, '')
+            AS category, correlation_id, nullif(message::VARCHAR, '') AS message FROM _rocpd)"""
+        rank, api = _sql_int(self.rank), "category LIKE 'HIP\\_%' ESCAPE '\\'"
         self._insert(f"""INSERT INTO api_calls (rank, pid, tid, start_ns, end_ns, dur_ns, name, raw_name, api,
                 correlation_id, is_duplicate)
             SELECT {rank}, pid, tid, start, "end", "end" - start, name, name, 'runtime', correlation_id, false
-            FROM {regions} WHERE category LIKE 'HIP\\_%' ESCAPE '\\'""", table)
+            FROM {view} WHERE {api}""", regions)
+        # Ranges and skipped categories are among the rest, mostly few: only those go through DuckDB again.
+        hip = [i for i, text in zip(strings["id"].to_pylist(), strings["string"].to_pylist(), strict=True)
+               if isinstance(text, str) and text.startswith("HIP_")]
+        rest = regions.filter(pc.invert(pc.is_in(regions["category_id"], pa.array(hip, regions["category_id"].type))))
+        if not len(rest):
+            return
         self._insert(f"""INSERT INTO ranges (rank, pid, tid, start_ns, end_ns, dur_ns, name, domain, source,
                 style, end_tid, kind)
             SELECT {rank}, pid, tid, start, "end", "end" - start,
@@ -276,12 +288,12 @@ class _Loader:
                 CASE WHEN category = 'RCCL_API' THEN 'RCCL' END,
                 CASE WHEN category = 'RCCL_API' THEN 'rccl_api' ELSE 'roctx' END,
                 CASE WHEN name = 'roctxProcessRangeA' THEN 'StartEnd' ELSE 'PushPop' END, tid, 'range'
-            FROM {regions}
-            WHERE category = 'RCCL_API' OR (category = 'MARKER_CORE_RANGE_API' AND message IS NOT NULL)""", table)
-        for category, count in self._insert(f"""SELECT coalesce(category, '(none)'), count(*) FROM {regions}
-                WHERE NOT (category LIKE 'HIP\\_%' ESCAPE '\\' OR category = 'RCCL_API'
+            FROM {view}
+            WHERE category = 'RCCL_API' OR (category = 'MARKER_CORE_RANGE_API' AND message IS NOT NULL)""", rest)
+        for category, count in self._insert(f"""SELECT coalesce(category, '(none)'), count(*) FROM {view}
+                WHERE NOT ({api} OR category = 'RCCL_API'
                            OR (category = 'MARKER_CORE_RANGE_API' AND message IS NOT NULL))
-                GROUP BY ALL ORDER BY 1""", table):
+                GROUP BY ALL ORDER BY 1""", rest):
             self.notes.append(("skipped_regions", count, f"{category} regions (not HIP API calls or roctx ranges)"))
 
     def _copies(self, s: dict[str, str], q: dict[str, str]) -> None:
@@ -298,6 +310,8 @@ class _Loader:
         for flag in ("operation_bad", "src_type_bad", "dst_type_bad"):
             if flag in m.column_names:
                 self.replaced += pc.sum(m[flag]).as_py() or 0
+        if not len(m):
+            return
         cases = " ".join(f"WHEN '{op}' THEN '{kind}'" for op, kind in COPY_KINDS.items())
         self._insert(f"""INSERT INTO memops (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, kind, copy_kind,
                 bytes, correlation_id)
