@@ -97,12 +97,19 @@ class _Loader:
 
     def run(self) -> None:
         self.rank, self.world_size, command = self._process()
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rocpd") as pool:
-            for s in self.sets:
-                self._session(s, pool)
-                self._devices(s)
-        self._threads()
-        self._finish(command)
+        # DuckDB gets the cores the SQLite worker leaves: its parallel inserts from Arrow, fighting that worker
+        # for 2 cores, cost about twice the CPU of one thread's (bench/bench_readers.py).
+        threads = self.con.execute("SELECT current_setting('threads')").fetchall()[0][0]
+        self.con.execute(f"SET threads = {max(1, threads - 1)}").fetchall()
+        try:
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rocpd") as pool:
+                for s in self.sets:
+                    self._session(s, pool)
+                    self._devices(s)
+            self._threads()
+            self._finish(command)
+        finally:
+            self.con.execute(f"SET threads = {threads}").fetchall()
 
     # --- per-file facts ---------------------------------------------------------------------------
 
