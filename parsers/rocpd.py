@@ -28,6 +28,7 @@ import json
 import re
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing, nullcontext
 from pathlib import Path
 from urllib.parse import quote
 
@@ -40,7 +41,8 @@ from tracekit.errors import InputError
 from tracekit.parsers.kernel_names import function_name
 from tracekit.parsers.schema import NO_GPU_ACTIVITY, write_capture
 
-from .nsys_stream import Sqlite, _valid, one_line, query
+from .nsys_stream import Sqlite, one_line
+from .rocpd_arrow import fetch, lookup, replaced
 
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 WORLD_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
@@ -182,63 +184,39 @@ class _Loader:
                            "'$.message') AS TEXT) END, '')" if markers else "NULL")
                 regions = self._fetch(f"""SELECT r.pid, r.tid, r.start, r."end", r.name_id, e.category_id,
                         e.stack_id AS correlation_id, {message} AS message
-                    FROM {q['region']} r LEFT JOIN {q['event']} e ON e.id = r.event_id""", s["region"])
-                threads = self._fetch(f"SELECT id, tid FROM {q['info_thread']}", s["region"])
-                regions = regions.set_column(0, "pid", pc.coalesce(self._lookup(regions["pid"], processes, "pid"),
-                                                                   regions["pid"]))
-                regions = regions.set_column(1, "tid", pc.coalesce(self._lookup(regions["tid"], threads, "tid"),
-                                                                   regions["tid"]))
+                    FROM {q['region']} r LEFT JOIN {q['event']} e ON e.id = r.event_id""", s["region"], records=True)
+                tids = self._fetch(f"SELECT id, tid FROM {q['info_thread']}", s["region"])
+                regions = regions.set_column(0, "pid", self._lookup(regions["pid"], processes, "pid", keep=True))
+                regions = regions.set_column(1, "tid", self._lookup(regions["tid"], tids, "tid", keep=True))
                 strings = self._fetch(f"SELECT id, coalesce(string, '') AS string FROM {q['string']}", s["region"])
                 self._regions(regions, strings)  # meanwhile the worker reads the dispatches
             if "memory_copy" in has:
                 self._copies(s, q)
             kernels = reading.result()
-            kernels = kernels.set_column(0, "pid", pc.coalesce(self._lookup(kernels["pid"], processes, "pid"),
-                                                               kernels["pid"]))
+            kernels = kernels.set_column(0, "pid", self._lookup(kernels["pid"], processes, "pid", keep=True))
             kernels = kernels.set_column(1, "device_id", self._lookup(kernels["agent_id"], agents, "type_index"))
             self._kernels(kernels, symbols)
         except BaseException:
             reading.result()  # the dispatches' read error first, as when they were read first
             raise
 
-    def _fetch(self, sql: str, table: str, apart: bool = False) -> pa.Table:
-        """The result of ``sql`` (on a connection of its own if ``apart``) as an Arrow table; a string column
-        with invalid UTF-8 decoded with replacement and flagged row by row in a column ``<name>_bad``."""
+    def _fetch(self, sql: str, table: str, apart: bool = False, records: bool = False) -> pa.Table:
+        """The result of ``sql`` (on a connection of its own if ``apart``), strings with invalid UTF-8 decoded
+        with replacement: counted here, once per row, for ``records``, else flagged for ``_lookup``."""
         try:
-            db = Sqlite(self.uri) if apart else self.db
-            try:
-                reader, stmt = query(db, sql)
-                try:
-                    result = reader.read_all()
-                finally:
-                    reader.close()
-                    stmt.close()
-            finally:
-                if apart:
-                    db.close()
+            with closing(Sqlite(self.uri)) if apart else nullcontext(self.db) as db:
+                result = fetch(db, sql)
         except (adbc_driver_manager.Error, pa.ArrowException, OSError) as exc:
             raise InputError(f"{self.path}: cannot read {table} ({one_line(exc)})") from None
-        for i, name in enumerate(result.column_names):
-            column = result.column(i)
-            if not pa.types.is_string(column.type):
-                continue
-            try:
-                column.validate(full=True)
-            except pa.ArrowInvalid:
-                values = column.cast(pa.binary()).to_pylist()
-                result = result.set_column(i, name, pa.array(
-                    [None if v is None else v.decode("utf-8", "replace") for v in values], pa.string()))
-                result = result.append_column(f"{name}_bad", pa.array(
-                    [v is not None and not _valid(v) for v in values], pa.bool_()))
+        if records:
+            self.replaced += replaced(result)
         return result
 
-    def _lookup(self, keys: pa.ChunkedArray, table: pa.Table, column: str) -> pa.ChunkedArray:
-        """``table[column]`` of the row whose id is each key (a LEFT JOIN on a unique id, in the keys' order);
-        a string decoded with replacement counts once per record that shows it, as when SQLite joined it."""
-        rows = pc.index_in(keys, table["id"])
-        if f"{column}_bad" in table.column_names:
-            self.replaced += pc.sum(table[f"{column}_bad"].take(rows)).as_py() or 0
-        return table[column].take(rows)
+    def _lookup(self, keys: pa.ChunkedArray, table: pa.Table, column: str, keep: bool = False) -> pa.ChunkedArray:
+        """``table[column]`` for each key (``rocpd_arrow.lookup``); with ``keep``, the key where no row has it."""
+        values, bad = lookup(keys, table, column)
+        self.replaced += bad
+        return pc.coalesce(values, keys) if keep else values
 
     def _insert(self, sql: str, table: pa.Table) -> list[tuple]:
         """Run ``sql`` on the store with ``table`` registered as ``_rocpd``; its rows."""
@@ -250,21 +228,19 @@ class _Loader:
 
     def _kernels(self, kernels: pa.Table, symbols: pa.Table) -> None:
         """Kernels; short_name the function name of each distinct name used (``kernel_names``)."""
-        used = symbols.filter(pc.is_in(symbols["id"], pc.unique(kernels["kernel_id"]))) if len(symbols) else symbols
-        shorts: dict[str, str] = {}
-        for name in used.column("name").to_pylist() if len(used) else []:
-            if name and name not in shorts:
-                shorts[name] = function_name(name)
-        used = used.append_column("short", pa.array([shorts.get(n) for n in used.column("name").to_pylist()]
-                                                    if len(used) else [], pa.string()))
+        used = symbols.filter(pc.is_in(symbols["id"], pc.unique(kernels["kernel_id"])))
+        names = used["name"].to_pylist()
+        shorts = {name: function_name(name) for name in set(names) if name}
+        used = used.append_column("short", pa.array([shorts.get(name) for name in names], pa.string()))
         kernels = kernels.append_column("name", self._lookup(kernels["kernel_id"], used, "name"))
         kernels = kernels.append_column("short", self._lookup(kernels["kernel_id"], used, "short"))
         graph = ("nullif(graph_id, 0), CASE WHEN graph_id > 0 THEN graph_node_id END"
                  if "graph_id" in kernels.column_names else "NULL, NULL")
         self._insert(f"""INSERT INTO kernels (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, name,
                 short_name, correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, graph_id, graph_node_id)
-            SELECT {_sql_int(self.rank)}, pid, device_id, stream_id, start, "end", "end" - start, nullif(name::VARCHAR, ''),
-                short, correlation_id, CAST(ceil(grid_size_x / greatest(workgroup_size_x, 1)) AS INTEGER),
+            SELECT {_sql_int(self.rank)}, pid, device_id, stream_id, start, "end", "end" - start,
+                nullif(name::VARCHAR, ''), short, correlation_id,
+                CAST(ceil(grid_size_x / greatest(workgroup_size_x, 1)) AS INTEGER),
                 CAST(ceil(grid_size_y / greatest(workgroup_size_y, 1)) AS INTEGER),
                 CAST(ceil(grid_size_z / greatest(workgroup_size_z, 1)) AS INTEGER),
                 workgroup_size_x, workgroup_size_y, workgroup_size_z, {graph}
@@ -273,8 +249,6 @@ class _Loader:
     def _regions(self, regions: pa.Table, strings: pa.Table) -> None:
         regions = regions.append_column("name", self._lookup(regions["name_id"], strings, "string"))
         regions = regions.append_column("category", self._lookup(regions["category_id"], strings, "string"))
-        if "message_bad" in regions.column_names:
-            self.replaced += pc.sum(regions["message_bad"]).as_py() or 0
         view = """(SELECT pid, tid, start, "end", nullif(name::VARCHAR, '') AS name, nullif(category::VARCHAR, '')
             AS category, correlation_id, nullif(message::VARCHAR, '') AS message FROM _rocpd)"""
         rank, api = _sql_int(self.rank), "category LIKE 'HIP\\_%' ESCAPE '\\'"
@@ -313,10 +287,7 @@ class _Loader:
             LEFT JOIN {q['event']} e ON e.id = m.event_id
             LEFT JOIN {q['info_agent']} src ON src.id = m.src_agent_id
             LEFT JOIN {q['info_agent']} dst ON dst.id = m.dst_agent_id
-            LEFT JOIN {q['info_process']} p ON p.id = m.pid""", s["memory_copy"])
-        for flag in ("operation_bad", "src_type_bad", "dst_type_bad"):
-            if flag in m.column_names:
-                self.replaced += pc.sum(m[flag]).as_py() or 0
+            LEFT JOIN {q['info_process']} p ON p.id = m.pid""", s["memory_copy"], records=True)
         if not len(m):
             return
         cases = " ".join(f"WHEN '{op}' THEN '{kind}'" for op, kind in COPY_KINDS.items())
