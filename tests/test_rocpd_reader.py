@@ -130,6 +130,27 @@ def test_tables_without_their_views_and_two_sessions_in_one_file(tmp_path: Path)
     assert read(a).execute("SELECT count(*) FROM kernels").fetchone()[0] == 2 * len(one_process_spec().kernels)
 
 
+def test_kernel_trace_only_database_and_invalid_utf8(tmp_path: Path) -> None:
+    """A capture without --hip-trace has an empty rocpd_region table: its kernels are read, unmatched. A name
+    with invalid UTF-8 is stored with replacement, counted once per kernel that bears it."""
+    path = write_rocpd(one_process_spec(), tmp_path / "100_results.db")
+    db = sqlite3.connect(path)
+    (region,) = db.execute("SELECT name FROM sqlite_master WHERE name LIKE 'rocpd_region_%'").fetchone()
+    (symbol,) = db.execute("SELECT name FROM sqlite_master WHERE name LIKE 'rocpd_info_kernel_symbol_%'").fetchone()
+    db.execute(f'DELETE FROM "{region}"')
+    kernel_id, name = db.execute(f'SELECT id, display_name FROM "{symbol}" ORDER BY id LIMIT 1').fetchone()
+    db.execute(f'UPDATE "{symbol}" SET display_name = CAST(? AS TEXT) WHERE id = ?', (b"bad\xff" + name.encode(),
+                                                                                    kernel_id))
+    db.commit()
+    db.close()
+    con = read(path)
+    kernels = len(one_process_spec().kernels)
+    bad = con.execute("SELECT count(*) FROM kernels WHERE name = ?", ["bad\ufffd" + name]).fetchone()[0]
+    assert bad > 0 and con.execute("SELECT count(*) FROM api_calls").fetchone()[0] == 0
+    assert con.execute("SELECT kind, count FROM read_notes ORDER BY 1").fetchall() == [
+        ("invalid_utf8", bad), ("unmatched_launch", kernels)]
+
+
 @pytest.fixture(scope="module")
 def planted_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, tuple[Path, Path]]:
     spec, _ = decode_capture(budgets(), gaps=GAPS, exposed_dispatch_ns=400_000, slow_class="attn_core")
