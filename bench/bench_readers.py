@@ -18,8 +18,9 @@ Run: ``.venv/bin/python bench/bench_readers.py [--kernels 100000] [--repeat 3] [
   every event's ``metadata_id``, ``offset_ps``, ``duration_ps`` and every stat's ``metadata_id`` and value
   through protobuf's generated classes (no store).
 
-``--before REV`` adds the XPlane reader of git revision REV (``parsers/xplane.py`` as it was there, loaded
-beside today's) to the same run, as ``xplane @REV``: before and after on one machine state.
+``--before REV`` adds the readers of git revision REV (``parsers/rocpd.py`` and ``parsers/xplane.py`` as they
+were there, loaded beside today's) to the same run, as ``rocpd @REV`` and ``xplane @REV``: before and after on
+one machine state.
 
 Each figure is the fastest of ``--repeat`` runs in this process (imports warm), wall clock.
 """
@@ -128,13 +129,15 @@ def api_read(data: bytes) -> int:
     return len(rows)
 
 
-def reader_at(rev: str):
-    """``read_xplane`` as ``parsers/xplane.py`` defined it at git revision ``rev``."""
-    source = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:parsers/xplane.py"], check=True,
+def reader_at(rev: str, name: str):
+    """``read_<name>`` as ``parsers/<name>.py`` defined it at git revision ``rev``."""
+    source = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:parsers/{name}.py"], check=True,
                             capture_output=True, text=True).stdout
-    module = types.ModuleType(f"xplane_at_{rev}")
-    exec(compile(source, f"{rev}:parsers/xplane.py", "exec"), module.__dict__)  # noqa: S102 - our own history
-    return module.read_xplane
+    module = types.ModuleType(f"tracekit.parsers.{name}_at_{rev}")
+    module.__package__ = "tracekit.parsers"  # its relative imports: today's modules beside it
+    sys.modules[module.__name__] = module  # where dataclasses look their module up
+    exec(compile(source, f"{rev}:parsers/{name}.py", "exec"), module.__dict__)  # noqa: S102 - our own history
+    return getattr(module, f"read_{name}")
 
 
 def main() -> None:
@@ -143,7 +146,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "tracekit-bench-readers")
     ap.add_argument("--only", choices=("rocpd", "xplane"), help="measure one format")
-    ap.add_argument("--before", metavar="REV", help="also measure the XPlane reader of this git revision")
+    ap.add_argument("--before", metavar="REV", help="also measure the readers of this git revision")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -151,6 +154,10 @@ def main() -> None:
         db = rocpd_file(args.kernels, args.workdir)
         bare, full = best(lambda: bare_rocpd(db), args.repeat), best(lambda: ingest(read_rocpd, db), args.repeat)
         rows.append(("rocpd", args.kernels, db.stat().st_size, bare, full))
+        if args.before:
+            before = reader_at(args.before, "rocpd")
+            rows.append((f"rocpd @{args.before}", args.kernels, db.stat().st_size, bare,
+                         best(lambda: ingest(before, db), args.repeat)))
     if args.only != "rocpd":
         rows += xplane_rows(args)
     print("| format | kernels | file MB | bare read s | ingest s | ingest / bare |")
@@ -173,7 +180,7 @@ def xplane_rows(args: argparse.Namespace) -> list[tuple]:
     rows = [("xplane", n, len(data), bare, full), ("xplane decode (no store insert)", n, len(data), bare, decoded),
             ("xplane store insert alone", n, len(data), bare, insert), ("protobuf API read", n, len(data), bare, api)]
     if args.before:
-        before = reader_at(args.before)
+        before = reader_at(args.before, "xplane")
         rows.append((f"xplane @{args.before}", n, len(data), bare, best(lambda: ingest(before, xp), args.repeat)))
     return rows
 
