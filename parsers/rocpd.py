@@ -27,8 +27,8 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import threading
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing, nullcontext
 from pathlib import Path
 from urllib.parse import quote
 
@@ -38,11 +38,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit.errors import InputError
-from tracekit.parsers.kernel_names import function_name
 from tracekit.parsers.schema import NO_GPU_ACTIVITY, write_capture
 
 from .nsys_stream import Sqlite, one_line
-from .rocpd_arrow import fetch, lookup, replaced
+from .rocpd_arrow import chunks, kernel_columns, region_columns, replaced
 
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 WORLD_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
@@ -96,6 +95,9 @@ class _Loader:
         self.path, self.uri, self.small, self.db, self.con, self.sets = path, uri, small, db, con, sets
         self.notes: list[tuple[str, int, str]] = []
         self.replaced = 0  # strings with invalid UTF-8, decoded with replacement (once per row that shows one)
+        self.lock = threading.Lock()
+        self.shorts: dict[str, str | None] = {}  # kernel name -> short name
+        self.database = con.execute("SELECT current_database()").fetchall()[0][0]  # where the store tables are
 
     def run(self) -> None:
         self.rank, self.world_size, command = self._process()
@@ -157,148 +159,143 @@ class _Loader:
     def _session(self, s: dict[str, str], pool: ThreadPoolExecutor) -> None:
         """One session's kernels, regions and copies, stored in the order SQLite reads them.
 
-        SQLite joins each record to its event, agent, process and thread (rowid lookups, about free there);
-        names stay ids, looked up in Arrow from the small symbol and string tables, so no text is decoded per
-        record and DuckDB runs no join. The dispatches are read on a worker thread, on their own connection
-        (SQLite decodes on one thread per connection), while this one reads and stores the rest. A read error
-        names the table of the query that read the rows when every join ran in SQLite.
+        SQLite joins each record to its event (a rowid lookup, about free there); other ids are looked up in
+        Arrow, in the small info tables, so no text is decoded per record and DuckDB runs no join. The
+        dispatches are read and stored on a worker thread, on their own SQLite connection (SQLite decodes on
+        one thread per connection) and DuckDB cursor, while this thread does the rest. Records go through in
+        chunks (``rocpd_arrow.CHUNK_BATCHES``). A read error names the table of the query that read the rows
+        when every join ran in SQLite.
         """
         has, q = s["_has"].split(","), {name: f'"{table}"' for name, table in s.items() if not name.startswith("_")}
+        # Text columns come as '' for NULL: adbc types an all-NULL first batch as int64 (as parsers.nsys).
+        symbols = self._fetch(f"SELECT id, coalesce(display_name, kernel_name, '') AS name "
+                              f"FROM {q['info_kernel_symbol']}", s["kernel_dispatch"])
+        agents = self._fetch(f"SELECT id, type_index FROM {q['info_agent']}", s["kernel_dispatch"])
+        processes = self._fetch(f"SELECT id, pid FROM {q['info_process']}", s["kernel_dispatch"])
         graph = (", k.graph_exec_id AS graph_id, k.graph_node_id" if "graph_exec_id" in s["_columns"].split(",")
                  else "")
-        reading = pool.submit(self._fetch, f"""SELECT k.pid, k.agent_id, k.kernel_id, k.stream_id, k.start, k."end",
-                k.grid_size_x, k.grid_size_y, k.grid_size_z, k.workgroup_size_x, k.workgroup_size_y, k.workgroup_size_z,
-                e.stack_id AS correlation_id{graph}
+        kernels = pool.submit(self._kernels, f"""SELECT k.pid, k.agent_id, k.kernel_id, k.stream_id, k.start,
+                k."end", k.grid_size_x, k.grid_size_y, k.grid_size_z, k.workgroup_size_x, k.workgroup_size_y,
+                k.workgroup_size_z, e.stack_id AS correlation_id{graph}
             FROM {q['kernel_dispatch']} k LEFT JOIN {q['event']} e ON e.id = k.event_id""", s["kernel_dispatch"],
-                              apart=True)
+                              symbols, agents, processes)
         try:
-            # Text columns come as '' for NULL: adbc types an all-NULL first batch as int64 (as parsers.nsys).
-            symbols = self._fetch(f"SELECT id, coalesce(display_name, kernel_name, '') AS name "
-                                  f"FROM {q['info_kernel_symbol']}", s["kernel_dispatch"])
-            agents = self._fetch(f"SELECT id, type_index FROM {q['info_agent']}", s["kernel_dispatch"])
-            processes = self._fetch(f"SELECT id, pid FROM {q['info_process']}", s["kernel_dispatch"])
             if "region" in has:
                 markers = ",".join(str(i) for (i,) in self.small.execute(
                     f"SELECT id FROM {q['string']} WHERE string LIKE 'MARKER%'"))
                 message = (f"coalesce(CASE WHEN e.category_id IN ({markers}) THEN CAST(json_extract(e.extdata, "
                            "'$.message') AS TEXT) END, '')" if markers else "NULL")
-                regions = self._fetch(f"""SELECT r.pid, r.tid, r.start, r."end", r.name_id, e.category_id,
+                self._regions(f"""SELECT r.pid, r.tid, r.start, r."end", r.name_id, e.category_id,
                         e.stack_id AS correlation_id, {message} AS message
-                    FROM {q['region']} r LEFT JOIN {q['event']} e ON e.id = r.event_id""", s["region"], records=True)
-                tids = self._fetch(f"SELECT id, tid FROM {q['info_thread']}", s["region"])
-                regions = regions.set_column(0, "pid", self._lookup(regions["pid"], processes, "pid", keep=True))
-                regions = regions.set_column(1, "tid", self._lookup(regions["tid"], tids, "tid", keep=True))
-                strings = self._fetch(f"SELECT id, coalesce(string, '') AS string FROM {q['string']}", s["region"])
-                self._regions(regions, strings)  # meanwhile the worker reads the dispatches
+                    FROM {q['region']} r LEFT JOIN {q['event']} e ON e.id = r.event_id""", s["region"],
+                              self._fetch(f"SELECT id, coalesce(string, '') AS string FROM {q['string']}", s["region"]),
+                              processes, self._fetch(f"SELECT id, tid FROM {q['info_thread']}", s["region"]))
             if "memory_copy" in has:
                 self._copies(s, q)
-            kernels = reading.result()
-            kernels = kernels.set_column(0, "pid", self._lookup(kernels["pid"], processes, "pid", keep=True))
-            kernels = kernels.set_column(1, "device_id", self._lookup(kernels["agent_id"], agents, "type_index"))
-            self._kernels(kernels, symbols)
         except BaseException:
-            reading.result()  # the dispatches' read error first, as when they were read first
+            kernels.result()  # the dispatches' read error first, as when they were read first
             raise
+        kernels.result()
 
-    def _fetch(self, sql: str, table: str, apart: bool = False, records: bool = False) -> pa.Table:
-        """The result of ``sql`` (on a connection of its own if ``apart``), strings with invalid UTF-8 decoded
-        with replacement: counted here, once per row, for ``records``, else flagged for ``_lookup``."""
+    def _fetch(self, sql: str, table: str) -> pa.Table:
+        """A small table, whole."""
+        return list(chunks(self.db, sql, f"{self.path}: cannot read {table}", None))[0]
+
+    def _replaced(self, count: int) -> None:
+        with self.lock:  # counted on both threads
+            self.replaced += count
+
+    def _insert(self, sql: str, table: pa.Table, con: duckdb.DuckDBPyConnection | None = None) -> list[tuple]:
+        """Run ``sql`` on the store (or ``con``) with ``table`` registered as ``_rocpd``; its rows."""
+        con = con or self.con
+        con.register("_rocpd", table)
         try:
-            with closing(Sqlite(self.uri)) if apart else nullcontext(self.db) as db:
-                result = fetch(db, sql)
-        except (adbc_driver_manager.Error, pa.ArrowException, OSError) as exc:
-            raise InputError(f"{self.path}: cannot read {table} ({one_line(exc)})") from None
-        if records:
-            self.replaced += replaced(result)
-        return result
-
-    def _lookup(self, keys: pa.ChunkedArray, table: pa.Table, column: str, keep: bool = False) -> pa.ChunkedArray:
-        """``table[column]`` for each key (``rocpd_arrow.lookup``); with ``keep``, the key where no row has it."""
-        values, bad = lookup(keys, table, column)
-        self.replaced += bad
-        return pc.coalesce(values, keys) if keep else values
-
-    def _insert(self, sql: str, table: pa.Table) -> list[tuple]:
-        """Run ``sql`` on the store with ``table`` registered as ``_rocpd``; its rows."""
-        self.con.register("_rocpd", table)
-        try:
-            return self.con.execute(sql).fetchall()
+            return con.execute(sql).fetchall()
         finally:
-            self.con.unregister("_rocpd")
+            con.unregister("_rocpd")
 
-    def _kernels(self, kernels: pa.Table, symbols: pa.Table) -> None:
-        """Kernels; short_name the function name of each distinct name used (``kernel_names``)."""
-        used = symbols.filter(pc.is_in(symbols["id"], pc.unique(kernels["kernel_id"])))
-        names = used["name"].to_pylist()
-        shorts = {name: function_name(name) for name in set(names) if name}
-        used = used.append_column("short", pa.array([shorts.get(name) for name in names], pa.string()))
-        kernels = kernels.append_column("name", self._lookup(kernels["kernel_id"], used, "name"))
-        kernels = kernels.append_column("short", self._lookup(kernels["kernel_id"], used, "short"))
-        graph = ("nullif(graph_id, 0), CASE WHEN graph_id > 0 THEN graph_node_id END"
-                 if "graph_id" in kernels.column_names else "NULL, NULL")
-        self._insert(f"""INSERT INTO kernels (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, name,
-                short_name, correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, graph_id, graph_node_id)
-            SELECT {_sql_int(self.rank)}, pid, device_id, stream_id, start, "end", "end" - start,
-                nullif(name::VARCHAR, ''), short, correlation_id,
-                CAST(ceil(grid_size_x / greatest(workgroup_size_x, 1)) AS INTEGER),
-                CAST(ceil(grid_size_y / greatest(workgroup_size_y, 1)) AS INTEGER),
-                CAST(ceil(grid_size_z / greatest(workgroup_size_z, 1)) AS INTEGER),
-                workgroup_size_x, workgroup_size_y, workgroup_size_z, {graph}
-            FROM _rocpd""", kernels)
+    def _kernels(self, sql: str, table: str, symbols: pa.Table, agents: pa.Table, processes: pa.Table) -> None:
+        """Kernels, on the worker thread; short_name the function name of each distinct name (``kernel_names``)."""
+        con, db = self.con.cursor(), Sqlite(self.uri)
+        try:
+            con.execute(f'USE "{self.database}"').fetchall()  # a cursor starts in the default database
+            for kernels in chunks(db, sql, f"{self.path}: cannot read {table}"):
+                kernels, bad = kernel_columns(kernels, symbols, agents, processes, self.shorts)
+                self._replaced(bad)
+                graph = ("nullif(graph_id, 0), CASE WHEN graph_id > 0 THEN graph_node_id END"
+                         if "graph_id" in kernels.column_names else "NULL, NULL")
+                self._insert(f"""INSERT INTO kernels (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, name,
+                        short_name, correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, graph_id,
+                        graph_node_id)
+                    SELECT {_sql_int(self.rank)}, pid, device_id, stream_id, start, "end", "end" - start,
+                        nullif(name::VARCHAR, ''), short, correlation_id,
+                        CAST(ceil(grid_size_x / greatest(workgroup_size_x, 1)) AS INTEGER),
+                        CAST(ceil(grid_size_y / greatest(workgroup_size_y, 1)) AS INTEGER),
+                        CAST(ceil(grid_size_z / greatest(workgroup_size_z, 1)) AS INTEGER),
+                        workgroup_size_x, workgroup_size_y, workgroup_size_z, {graph}
+                    FROM _rocpd""", kernels, con)
+        finally:
+            con.close()
+            db.close()
 
-    def _regions(self, regions: pa.Table, strings: pa.Table) -> None:
-        regions = regions.append_column("name", self._lookup(regions["name_id"], strings, "string"))
-        regions = regions.append_column("category", self._lookup(regions["category_id"], strings, "string"))
+    def _regions(self, sql: str, table: str, strings: pa.Table, processes: pa.Table, tids: pa.Table) -> None:
         view = """(SELECT pid, tid, start, "end", nullif(name::VARCHAR, '') AS name, nullif(category::VARCHAR, '')
             AS category, correlation_id, nullif(message::VARCHAR, '') AS message FROM _rocpd)"""
         rank, api = _sql_int(self.rank), "category LIKE 'HIP\\_%' ESCAPE '\\'"
-        self._insert(f"""INSERT INTO api_calls (rank, pid, tid, start_ns, end_ns, dur_ns, name, raw_name, api,
-                correlation_id, is_duplicate)
-            SELECT {rank}, pid, tid, start, "end", "end" - start, name, name, 'runtime', correlation_id, false
-            FROM {view} WHERE {api}""", regions)
-        # Ranges and skipped categories are among the rest, mostly few: only those go through DuckDB again.
         hip = [i for i, text in zip(strings["id"].to_pylist(), strings["string"].to_pylist(), strict=True)
                if isinstance(text, str) and text.startswith("HIP_")]
-        rest = regions.filter(pc.invert(pc.is_in(regions["category_id"], pa.array(hip, regions["category_id"].type))))
-        if not len(rest):
-            return
-        self._insert(f"""INSERT INTO ranges (rank, pid, tid, start_ns, end_ns, dur_ns, name, domain, source,
-                style, end_tid, kind)
-            SELECT {rank}, pid, tid, start, "end", "end" - start,
-                CASE WHEN category = 'RCCL_API' THEN name ELSE message END,
-                CASE WHEN category = 'RCCL_API' THEN 'RCCL' END,
-                CASE WHEN category = 'RCCL_API' THEN 'rccl_api' ELSE 'roctx' END,
-                CASE WHEN name = 'roctxProcessRangeA' THEN 'StartEnd' ELSE 'PushPop' END, tid, 'range'
-            FROM {view}
-            WHERE category = 'RCCL_API' OR (category = 'MARKER_CORE_RANGE_API' AND message IS NOT NULL)""", rest)
-        for category, count in self._insert(f"""SELECT coalesce(category, '(none)'), count(*) FROM {view}
-                WHERE NOT ({api} OR category = 'RCCL_API'
-                           OR (category = 'MARKER_CORE_RANGE_API' AND message IS NOT NULL))
-                GROUP BY ALL ORDER BY 1""", rest):
-            self.notes.append(("skipped_regions", count, f"{category} regions (not HIP API calls or roctx ranges)"))
+        skipped: dict[str, int] = {}
+        for regions in chunks(self.db, sql, f"{self.path}: cannot read {table}"):
+            regions, bad = region_columns(regions, strings, processes, tids)
+            self._replaced(bad)
+            self._insert(f"""INSERT INTO api_calls (rank, pid, tid, start_ns, end_ns, dur_ns, name, raw_name, api,
+                    correlation_id, is_duplicate)
+                SELECT {rank}, pid, tid, start, "end", "end" - start, name, name, 'runtime', correlation_id, false
+                FROM {view} WHERE {api}""", regions)
+            # Ranges and skipped categories are among the rest, mostly few: only those go through DuckDB again.
+            rest = regions.filter(pc.invert(pc.is_in(regions["category_id"],
+                                                     pa.array(hip, regions["category_id"].type))))
+            if not len(rest):
+                continue
+            self._insert(f"""INSERT INTO ranges (rank, pid, tid, start_ns, end_ns, dur_ns, name, domain, source,
+                    style, end_tid, kind)
+                SELECT {rank}, pid, tid, start, "end", "end" - start,
+                    CASE WHEN category = 'RCCL_API' THEN name ELSE message END,
+                    CASE WHEN category = 'RCCL_API' THEN 'RCCL' END,
+                    CASE WHEN category = 'RCCL_API' THEN 'rccl_api' ELSE 'roctx' END,
+                    CASE WHEN name = 'roctxProcessRangeA' THEN 'StartEnd' ELSE 'PushPop' END, tid, 'range'
+                FROM {view}
+                WHERE category = 'RCCL_API' OR (category = 'MARKER_CORE_RANGE_API' AND message IS NOT NULL)""", rest)
+            for category, count in self._insert(f"""SELECT coalesce(category, '(none)'), count(*) FROM {view}
+                    WHERE NOT ({api} OR category = 'RCCL_API'
+                               OR (category = 'MARKER_CORE_RANGE_API' AND message IS NOT NULL))
+                    GROUP BY ALL""", rest):
+                skipped[category] = skipped.get(category, 0) + count
+        self.notes += [("skipped_regions", count, f"{category} regions (not HIP API calls or roctx ranges)")
+                       for category, count in sorted(skipped.items())]
 
     def _copies(self, s: dict[str, str], q: dict[str, str]) -> None:
-        m = self._fetch(f"""SELECT coalesce(p.pid, m.pid) AS pid, m.stream_id, m.start, m."end",
-                coalesce(n.string, '') AS operation, m.size, e.stack_id AS correlation_id,
-                coalesce(src.type, '') AS src_type, src.type_index AS src_index, coalesce(dst.type, '') AS dst_type,
-                dst.type_index AS dst_index
-            FROM {q['memory_copy']} m
-            LEFT JOIN {q['string']} n ON n.id = m.name_id
-            LEFT JOIN {q['event']} e ON e.id = m.event_id
-            LEFT JOIN {q['info_agent']} src ON src.id = m.src_agent_id
-            LEFT JOIN {q['info_agent']} dst ON dst.id = m.dst_agent_id
-            LEFT JOIN {q['info_process']} p ON p.id = m.pid""", s["memory_copy"], records=True)
-        if not len(m):
-            return
         cases = " ".join(f"WHEN '{op}' THEN '{kind}'" for op, kind in COPY_KINDS.items())
-        self._insert(f"""INSERT INTO memops (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, kind, copy_kind,
-                bytes, correlation_id)
-            SELECT {_sql_int(self.rank)}, pid, CASE WHEN dst_type = 'GPU' THEN dst_index ELSE src_index END,
-                stream_id, start, "end", "end" - start, 'memcpy',
-                CASE WHEN operation = 'MEMORY_COPY_DEVICE_TO_DEVICE' AND src_index <> dst_index THEN 'PtoP'
-                    ELSE CASE operation {cases} END END,
-                size, correlation_id
-            FROM _rocpd""", m)
+        for m in chunks(self.db, f"""SELECT coalesce(p.pid, m.pid) AS pid, m.stream_id, m.start, m."end",
+                    coalesce(n.string, '') AS operation, m.size, e.stack_id AS correlation_id,
+                    coalesce(src.type, '') AS src_type, src.type_index AS src_index,
+                    coalesce(dst.type, '') AS dst_type, dst.type_index AS dst_index
+                FROM {q['memory_copy']} m
+                LEFT JOIN {q['string']} n ON n.id = m.name_id
+                LEFT JOIN {q['event']} e ON e.id = m.event_id
+                LEFT JOIN {q['info_agent']} src ON src.id = m.src_agent_id
+                LEFT JOIN {q['info_agent']} dst ON dst.id = m.dst_agent_id
+                LEFT JOIN {q['info_process']} p ON p.id = m.pid""", f"{self.path}: cannot read {s['memory_copy']}"):
+            self._replaced(replaced(m))
+            if len(m):
+                self._insert(f"""INSERT INTO memops (rank, pid, device_id, stream_id, start_ns, end_ns, dur_ns, kind,
+                        copy_kind, bytes, correlation_id)
+                    SELECT {_sql_int(self.rank)}, pid, CASE WHEN dst_type = 'GPU' THEN dst_index ELSE src_index END,
+                        stream_id, start, "end", "end" - start, 'memcpy',
+                        CASE WHEN operation = 'MEMORY_COPY_DEVICE_TO_DEVICE' AND src_index <> dst_index THEN 'PtoP'
+                            ELSE CASE operation {cases} END END,
+                        size, correlation_id
+                    FROM _rocpd""", m)
 
     def _devices(self, s: dict[str, str]) -> None:
         rows = []

@@ -7,31 +7,58 @@ counted once per record that shows it, as when SQLite joined it to every record.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import adbc_driver_manager
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .nsys_stream import Sqlite, _valid, query
+from tracekit.errors import InputError
+from tracekit.parsers.kernel_names import function_name
+
+from .nsys_stream import Sqlite, _valid, one_line, query
+
+CHUNK_BATCHES = 8  # adbc batches (65,536 rows each) per chunk: what is held in memory of a large table
 
 
-def fetch(db: Sqlite, sql: str) -> pa.Table:
-    """The result of ``sql`` on ``db`` as an Arrow table, invalid UTF-8 replaced and flagged (``<name>_bad``)."""
-    reader, stmt = query(db, sql)
+def chunks(db: Sqlite, sql: str, where: str, batches: int | None = CHUNK_BATCHES) -> Iterator[pa.Table]:
+    """The result of ``sql`` on ``db`` as Arrow tables of ``batches`` batches each (all in one if None), at
+    least one, invalid UTF-8 replaced and flagged (``<name>_bad``); a read error: InputError ``where (why)``."""
     try:
-        result = reader.read_all()
+        reader, stmt = query(db, sql)
+    except (adbc_driver_manager.Error, pa.ArrowException, OSError) as exc:
+        raise InputError(f"{where} ({one_line(exc)})") from None
+    try:
+        more, first = True, True
+        while more:
+            got = []
+            try:
+                while batches is None or len(got) < batches:
+                    got.append(reader.read_next_batch())
+            except StopIteration:
+                more = False
+            except (adbc_driver_manager.Error, pa.ArrowException, OSError) as exc:
+                raise InputError(f"{where} ({one_line(exc)})") from None
+            if got or first:
+                yield _valid_utf8(pa.Table.from_batches(got, reader.schema))
+            first = False
     finally:
         reader.close()
         stmt.close()
-    for i, name in enumerate(result.column_names):
-        if not pa.types.is_string(result.column(i).type):
+
+
+def _valid_utf8(table: pa.Table) -> pa.Table:
+    for i, name in enumerate(table.column_names):
+        if not pa.types.is_string(table.column(i).type):
             continue
         try:
-            result.column(i).validate(full=True)
+            table.column(i).validate(full=True)
         except pa.ArrowInvalid:
-            values = result.column(i).cast(pa.binary()).to_pylist()
-            result = result.set_column(i, name, pa.array(
+            values = table.column(i).cast(pa.binary()).to_pylist()
+            table = table.set_column(i, name, pa.array(
                 [None if v is None else v.decode("utf-8", "replace") for v in values], pa.string()))
-            result = result.append_column(f"{name}_bad", pa.array([v is not None and not _valid(v) for v in values]))
-    return result
+            table = table.append_column(f"{name}_bad", pa.array([v is not None and not _valid(v) for v in values]))
+    return table
 
 
 def replaced(table: pa.Table) -> int:
@@ -39,10 +66,38 @@ def replaced(table: pa.Table) -> int:
     return sum(pc.sum(table[c]).as_py() or 0 for c in table.column_names if c.endswith("_bad"))
 
 
-def lookup(keys: pa.ChunkedArray, table: pa.Table, column: str) -> tuple[pa.ChunkedArray, int]:
-    """``table[column]`` of the row whose id is each key, in the keys' order (a LEFT JOIN on a unique id), and
-    how many of those values were decoded with replacement."""
+def lookup(keys: pa.ChunkedArray, table: pa.Table, column: str, keep: bool = False) -> tuple[pa.ChunkedArray, int]:
+    """``table[column]`` of the row whose id is each key, in the keys' order (a LEFT JOIN on a unique id; with
+    ``keep``, the key itself where no row has it), and how many of the values were decoded with replacement."""
     rows = pc.index_in(keys, table["id"])
+    values = pc.coalesce(table[column].take(rows), keys) if keep else table[column].take(rows)
     if f"{column}_bad" not in table.column_names:
-        return table[column].take(rows), 0
-    return table[column].take(rows), pc.sum(table[f"{column}_bad"].take(rows)).as_py() or 0
+        return values, 0
+    return values, pc.sum(table[f"{column}_bad"].take(rows)).as_py() or 0
+
+
+def kernel_columns(kernels: pa.Table, symbols: pa.Table, agents: pa.Table, processes: pa.Table,
+                   shorts: dict[str, str | None]) -> tuple[pa.Table, int]:
+    """A chunk of dispatches with their process's pid, device (agent type_index), name and short name (the
+    function name, ``kernel_names``: once per distinct name, kept in ``shorts``); and the names replaced."""
+    used = symbols.filter(pc.is_in(symbols["id"], pc.unique(kernels["kernel_id"])))
+    names = used["name"].to_pylist()
+    for name in set(names) - shorts.keys():
+        shorts[name] = function_name(name) if name else None
+    used = used.append_column("short", pa.array([shorts[name] for name in names], pa.string()))
+    name, bad = lookup(kernels["kernel_id"], used, "name")
+    return (kernels.set_column(0, "pid", lookup(kernels["pid"], processes, "pid", keep=True)[0])
+            .set_column(1, "device_id", lookup(kernels["agent_id"], agents, "type_index")[0])
+            .append_column("name", name).append_column("short", lookup(kernels["kernel_id"], used, "short")[0])), bad
+
+
+def region_columns(regions: pa.Table, strings: pa.Table, processes: pa.Table, threads: pa.Table
+                   ) -> tuple[pa.Table, int]:
+    """A chunk of regions with their process's pid, thread's tid, name and category; and the strings replaced
+    (the message's included)."""
+    name, bad_name = lookup(regions["name_id"], strings, "string")
+    category, bad_category = lookup(regions["category_id"], strings, "string")
+    return (regions.set_column(0, "pid", lookup(regions["pid"], processes, "pid", keep=True)[0])
+            .set_column(1, "tid", lookup(regions["tid"], threads, "tid", keep=True)[0])
+            .append_column("name", name).append_column("category", category)), \
+        bad_name + bad_category + replaced(regions)
