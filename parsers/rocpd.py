@@ -41,7 +41,7 @@ from tracekit.errors import InputError
 from tracekit.parsers.schema import NO_GPU_ACTIVITY, write_capture
 
 from .nsys_stream import Sqlite, one_line
-from .rocpd_arrow import chunks, kernel_columns, region_columns, replaced
+from .rocpd_arrow import chunks, kernel_columns, read_symbols, region_columns, replaced
 
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 WORLD_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
@@ -101,8 +101,8 @@ class _Loader:
 
     def run(self) -> None:
         self.rank, self.world_size, command = self._process()
-        # DuckDB gets the cores the SQLite worker leaves: its parallel inserts from Arrow, fighting that worker
-        # for 2 cores, cost about twice the CPU of one thread's (bench/bench_readers.py).
+        # DuckDB gets one thread fewer while the reader runs, the core its SQLite worker uses: on 2 busy cores
+        # DuckDB's parallel inserts from Arrow cost ~1.7x the CPU of one thread's (docs/benchmarks.md, issue 22).
         threads = self.con.execute("SELECT current_setting('threads')").fetchall()[0][0]
         self.con.execute(f"SET threads = {max(1, threads - 1)}").fetchall()
         try:
@@ -160,16 +160,14 @@ class _Loader:
         """One session's kernels, regions and copies, stored in the order SQLite reads them.
 
         SQLite joins each record to its event (a rowid lookup, about free there); other ids are looked up in
-        Arrow, in the small info tables, so no text is decoded per record and DuckDB runs no join. The
+        Arrow in the info tables (kernel symbols: those named), so no text is decoded per record and DuckDB
+        runs no join. The
         dispatches are read and stored on a worker thread, on their own SQLite connection (SQLite decodes on
         one thread per connection) and DuckDB cursor, while this thread does the rest. Records go through in
         chunks (``rocpd_arrow.CHUNK_BATCHES``). A read error names the table of the query that read the rows
         when every join ran in SQLite.
         """
         has, q = s["_has"].split(","), {name: f'"{table}"' for name, table in s.items() if not name.startswith("_")}
-        # Text columns come as '' for NULL: adbc types an all-NULL first batch as int64 (as parsers.nsys).
-        symbols = self._fetch(f"SELECT id, coalesce(display_name, kernel_name, '') AS name "
-                              f"FROM {q['info_kernel_symbol']}", s["kernel_dispatch"])
         agents = self._fetch(f"SELECT id, type_index FROM {q['info_agent']}", s["kernel_dispatch"])
         processes = self._fetch(f"SELECT id, pid FROM {q['info_process']}", s["kernel_dispatch"])
         graph = (", k.graph_exec_id AS graph_id, k.graph_node_id" if "graph_exec_id" in s["_columns"].split(",")
@@ -178,7 +176,7 @@ class _Loader:
                 k."end", k.grid_size_x, k.grid_size_y, k.grid_size_z, k.workgroup_size_x, k.workgroup_size_y,
                 k.workgroup_size_z, e.stack_id AS correlation_id{graph}
             FROM {q['kernel_dispatch']} k LEFT JOIN {q['event']} e ON e.id = k.event_id""", s["kernel_dispatch"],
-                              symbols, agents, processes)
+                              q["info_kernel_symbol"], agents, processes)
         try:
             if "region" in has:
                 markers = ",".join(str(i) for (i,) in self.small.execute(
@@ -214,12 +212,13 @@ class _Loader:
         finally:
             con.unregister("_rocpd")
 
-    def _kernels(self, sql: str, table: str, symbols: pa.Table, agents: pa.Table, processes: pa.Table) -> None:
-        """Kernels, on the worker thread; short_name the function name of each distinct name (``kernel_names``)."""
-        con, db = self.con.cursor(), Sqlite(self.uri)
+    def _kernels(self, sql: str, table: str, symbol: str, agents: pa.Table, processes: pa.Table) -> None:
+        """Kernels, on the worker thread; names read for the symbols the dispatches name, as they come."""
+        con, db, where, symbols = self.con.cursor(), Sqlite(self.uri), f"{self.path}: cannot read {table}", {}
         try:
             con.execute(f'USE "{self.database}"').fetchall()  # a cursor starts in the default database
-            for kernels in chunks(db, sql, f"{self.path}: cannot read {table}"):
+            for kernels in chunks(db, sql, where):
+                read_symbols(db, symbol, kernels["kernel_id"], where, symbols)
                 kernels, bad = kernel_columns(kernels, symbols, agents, processes, self.shorts)
                 self._replaced(bad)
                 graph = ("nullif(graph_id, 0), CASE WHEN graph_id > 0 THEN graph_node_id END"

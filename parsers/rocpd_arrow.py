@@ -76,15 +76,35 @@ def lookup(keys: pa.ChunkedArray, table: pa.Table, column: str, keep: bool = Fal
     return values, pc.sum(table[f"{column}_bad"].take(rows)).as_py() or 0
 
 
-def kernel_columns(kernels: pa.Table, symbols: pa.Table, agents: pa.Table, processes: pa.Table,
+Symbols = dict[int, tuple[str, bool] | None]  # a kernel symbol's id -> its name and whether it was replaced
+
+
+def read_symbols(db: Sqlite, table: str, ids: pa.ChunkedArray, where: str, symbols: Symbols) -> None:
+    """Add to ``symbols`` the names of the symbols of ``ids`` it lacks (None: no such symbol), read from
+    ``table``: the symbols dispatches name, not the whole table (rocprofv3 lists every kernel of every code
+    object loaded)."""
+    if new := [int(i) for i in pc.unique(ids).to_pylist() if i is not None and i not in symbols]:
+        # Text columns come as '' for NULL: adbc types an all-NULL first batch as int64 (as parsers.nsys).
+        found = list(chunks(db, f"SELECT id, coalesce(display_name, kernel_name, '') AS name FROM {table} "
+                                f"WHERE id IN ({', '.join(map(str, new))})", where, None))[0]
+        bad = found["name_bad"] if "name_bad" in found.column_names else pa.nulls(len(found), pa.bool_())
+        symbols |= dict.fromkeys(new)
+        symbols |= {i: (name, replaced) for i, name, replaced in zip(
+            found["id"].to_pylist(), found["name"].to_pylist(), bad.to_pylist(), strict=True)}
+
+
+def kernel_columns(kernels: pa.Table, symbols: Symbols, agents: pa.Table, processes: pa.Table,
                    shorts: dict[str, str | None]) -> tuple[pa.Table, int]:
-    """A chunk of dispatches with their process's pid, device (agent type_index), name and short name (the
-    function name, ``kernel_names``: once per distinct name, kept in ``shorts``); and the names replaced."""
-    used = symbols.filter(pc.is_in(symbols["id"], pc.unique(kernels["kernel_id"])))
-    names = used["name"].to_pylist()
+    """A chunk of dispatches with their process's pid, device (agent type_index), name (``symbols``: id ->
+    name, replaced) and short name (the function name, ``kernel_names``, once per name: ``shorts``); and how
+    many names were replaced."""
+    ids = [i for i in pc.unique(kernels["kernel_id"]).to_pylist() if symbols.get(i) is not None]
+    names = [symbols[i][0] for i in ids]
     for name in set(names) - shorts.keys():
         shorts[name] = function_name(name) if name else None
-    used = used.append_column("short", pa.array([shorts[name] for name in names], pa.string()))
+    used = pa.table({"id": pa.array(ids, kernels["kernel_id"].type), "name": pa.array(names, pa.string()),
+                     "short": pa.array([shorts[name] for name in names], pa.string()),
+                     "name_bad": pa.array([symbols[i][1] for i in ids], pa.bool_())})
     name, bad = lookup(kernels["kernel_id"], used, "name")
     return (kernels.set_column(0, "pid", lookup(kernels["pid"], processes, "pid", keep=True)[0])
             .set_column(1, "device_id", lookup(kernels["agent_id"], agents, "type_index")[0])
