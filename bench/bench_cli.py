@@ -50,8 +50,8 @@ SECTION = "## Whole commands side by side (issue 26)"
 HTA_PINS = ["holistictraceanalysis==0.5.0", "pandas>=2.2,<3"]
 NOT_RERUN = ("Not rerun here (each takes more than a few minutes on this machine): the synthetic 250 MB and "
              "1 GB Kineto files against HTA, nsys ingest at 1M and 5M kernels against the bare read, and "
-             "`analyze` of 5M kernels with and without `--step`; the sections above keep their earlier figures, "
-             "which issue 26 found not to reproduce in part.")
+             "`analyze` of 5M kernels with and without `--step`; the sections above give each its own latest run, "
+             "with the command, the date or revision and the load.")
 HTA_CHILD = """
 import sys
 from hta.trace_analysis import TraceAnalysis
