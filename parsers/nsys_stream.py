@@ -74,7 +74,8 @@ def first_row(db: Sqlite | Connection, sql: str) -> tuple:
     return tuple(column[0].as_py() for column in table.columns)
 
 
-def _valid(value: bytes) -> bool:
+def valid_utf8(value: bytes) -> bool:
+    """Whether ``value`` decodes as UTF-8."""
     try:
         value.decode("utf-8")
     except UnicodeDecodeError:
@@ -124,7 +125,7 @@ class ArrowStream:
             except pa.ArrowInvalid:
                 values = column.view(pa.binary()).to_pylist()
                 with self.lock:
-                    self.replaced += sum(v is not None and not _valid(v) for v in values)
+                    self.replaced += sum(v is not None and not valid_utf8(v) for v in values)
                 fixed = pa.array([None if v is None else v.decode("utf-8", "replace") for v in values])
                 batch = batch.set_column(i, batch.schema.field(i), fixed)
         return batch

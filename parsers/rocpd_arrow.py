@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from tracekit.errors import InputError
 from tracekit.parsers.kernel_names import function_name
 
-from .nsys_stream import Sqlite, _valid, one_line, query
+from .nsys_stream import Sqlite, one_line, query, valid_utf8
 
 CHUNK_BATCHES = 8  # adbc batches (65,536 rows each) per chunk: what is held in memory of a large table
 
@@ -57,7 +57,7 @@ def _valid_utf8(table: pa.Table) -> pa.Table:
             values = table.column(i).cast(pa.binary()).to_pylist()
             table = table.set_column(i, name, pa.array(
                 [None if v is None else v.decode("utf-8", "replace") for v in values], pa.string()))
-            table = table.append_column(f"{name}_bad", pa.array([v is not None and not _valid(v) for v in values]))
+            table = table.append_column(f"{name}_bad", pa.array([v is not None and not valid_utf8(v) for v in values]))
     return table
 
 
