@@ -74,13 +74,24 @@ def first_row(db: Sqlite | Connection, sql: str) -> tuple:
     return tuple(column[0].as_py() for column in table.columns)
 
 
-def valid_utf8(value: bytes) -> bool:
-    """Whether ``value`` decodes as UTF-8."""
+def _valid(value: bytes) -> bool:
     try:
         value.decode("utf-8")
     except UnicodeDecodeError:
         return False
     return True
+
+
+def repaired_utf8(column: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, list[bool]] | None:
+    """A string ``column`` with invalid UTF-8 decoded with replacement, and per value whether it was invalid;
+    None when every value is valid (adbc does not validate UTF-8; DuckDB rejects it)."""
+    try:
+        column.validate(full=True)
+        return None
+    except pa.ArrowInvalid:
+        values = column.cast(pa.binary()).to_pylist()
+    return (pa.array([None if v is None else v.decode("utf-8", "replace") for v in values], pa.string()),
+            [v is not None and not _valid(v) for v in values])
 
 
 class ArrowStream:
@@ -118,14 +129,9 @@ class ArrowStream:
     def _fix_utf8(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """Replace invalid UTF-8 in string columns (adbc does not validate it; DuckDB rejects it)."""
         for i, column in enumerate(batch.columns):
-            if not pa.types.is_string(column.type):
-                continue
-            try:
-                column.validate(full=True)
-            except pa.ArrowInvalid:
-                values = column.view(pa.binary()).to_pylist()
+            if pa.types.is_string(column.type) and (repair := repaired_utf8(column)) is not None:
+                fixed, bad = repair
                 with self.lock:
-                    self.replaced += sum(v is not None and not valid_utf8(v) for v in values)
-                fixed = pa.array([None if v is None else v.decode("utf-8", "replace") for v in values])
+                    self.replaced += sum(bad)
                 batch = batch.set_column(i, batch.schema.field(i), fixed)
         return batch

@@ -161,11 +161,10 @@ class _Loader:
 
         SQLite joins each record to its event (a rowid lookup, about free there); other ids are looked up in
         Arrow in the info tables (kernel symbols: those named), so no text is decoded per record and DuckDB
-        runs no join. The
-        dispatches are read and stored on a worker thread, on their own SQLite connection (SQLite decodes on
-        one thread per connection) and DuckDB cursor, while this thread does the rest. Records go through in
-        chunks (``rocpd_arrow.CHUNK_BATCHES``). A read error names the table of the query that read the rows
-        when every join ran in SQLite.
+        runs no join. The dispatches are read and stored on a worker thread, on their own SQLite connection
+        (SQLite decodes on one thread per connection) and DuckDB cursor, while this thread does the rest.
+        Records go through in chunks (``rocpd_arrow.CHUNK_BATCHES``). A read error names the table of the query
+        that read the rows when every join ran in SQLite.
         """
         has, q = s["_has"].split(","), {name: f'"{table}"' for name, table in s.items() if not name.startswith("_")}
         agents = self._fetch(f"SELECT id, type_index FROM {q['info_agent']}", s["kernel_dispatch"])

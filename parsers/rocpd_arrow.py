@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from tracekit.errors import InputError
 from tracekit.parsers.kernel_names import function_name
 
-from .nsys_stream import Sqlite, one_line, query, valid_utf8
+from .nsys_stream import Sqlite, one_line, query, repaired_utf8
 
 CHUNK_BATCHES = 8  # adbc batches (65,536 rows each) per chunk: what is held in memory of a large table
 
@@ -40,24 +40,19 @@ def chunks(db: Sqlite, sql: str, where: str, batches: int | None = CHUNK_BATCHES
             except (adbc_driver_manager.Error, pa.ArrowException, OSError) as exc:
                 raise InputError(f"{where} ({one_line(exc)})") from None
             if got or first:
-                yield _valid_utf8(pa.Table.from_batches(got, reader.schema))
+                yield _repaired(pa.Table.from_batches(got, reader.schema))
             first = False
     finally:
         reader.close()
         stmt.close()
 
 
-def _valid_utf8(table: pa.Table) -> pa.Table:
+def _repaired(table: pa.Table) -> pa.Table:
+    """``table`` with invalid UTF-8 decoded with replacement, each repaired column flagged by ``<name>_bad``."""
     for i, name in enumerate(table.column_names):
-        if not pa.types.is_string(table.column(i).type):
-            continue
-        try:
-            table.column(i).validate(full=True)
-        except pa.ArrowInvalid:
-            values = table.column(i).cast(pa.binary()).to_pylist()
-            table = table.set_column(i, name, pa.array(
-                [None if v is None else v.decode("utf-8", "replace") for v in values], pa.string()))
-            table = table.append_column(f"{name}_bad", pa.array([v is not None and not valid_utf8(v) for v in values]))
+        if pa.types.is_string(table.column(i).type) and (repair := repaired_utf8(table.column(i))) is not None:
+            fixed, bad = repair
+            table = table.set_column(i, name, fixed).append_column(f"{name}_bad", pa.array(bad, pa.bool_()))
     return table
 
 

@@ -73,13 +73,14 @@ def outside_waits(con: duckdb.DuckDBPyConnection, rank: int, device_id: int) -> 
     # device-idle stretches (a window over every operation of the rank) are looked for only if such a call is.
     calls = """SELECT name, start_ns, end_ns, dur_ns FROM launches
                WHERE rank = $rank AND dur_ns >= $min AND regexp_matches(name, $sync)"""
-    blocking = con.execute(_IDLE_SQL.format(devices="TRUE") + f""",
-         calls AS ({calls})
-        SELECT c.name, c.start_ns, c.dur_ns, greatest(c.start_ns, i.lo) AS s, least(c.end_ns, i.hi) AS e
-        FROM calls c JOIN idle i ON i.lo < c.end_ns AND i.hi > c.start_ns
-        WHERE least(c.end_ns, i.hi) - greatest(c.start_ns, i.lo) >= $share * c.dur_ns
-    """, {k: v for k, v in params.items() if k != "device"}).fetchall() if con.execute(
-        f"SELECT EXISTS ({calls})", {k: params[k] for k in ("rank", "min", "sync")}).fetchall()[0][0] else []
+    blocking = []
+    if con.execute(f"SELECT EXISTS ({calls})", {k: params[k] for k in ("rank", "min", "sync")}).fetchall()[0][0]:
+        blocking = con.execute(_IDLE_SQL.format(devices="TRUE") + f""",
+             calls AS ({calls})
+            SELECT c.name, c.start_ns, c.dur_ns, greatest(c.start_ns, i.lo) AS s, least(c.end_ns, i.hi) AS e
+            FROM calls c JOIN idle i ON i.lo < c.end_ns AND i.hi > c.start_ns
+            WHERE least(c.end_ns, i.hi) - greatest(c.start_ns, i.lo) >= $share * c.dur_ns
+        """, {k: v for k, v in params.items() if k != "device"}).fetchall()
     launched = con.execute(_IDLE_SQL.format(devices="device_id = $device") + """
         SELECT any_value(l.name), min(l.start_ns), any_value(l.dur_ns), greatest(i.lo, min(l.end_ns)) AS s, i.hi
         FROM idle i JOIN launches l ON l.rank = $rank AND l.pid = i.pid AND l.correlation_id = i.correlation_id
